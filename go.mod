@@ -1,0 +1,3 @@
+module github.com/zxfs/zx
+
+go 1.26
