@@ -1,0 +1,837 @@
+// Package mux runs many streams over one connection: the transport under
+// every zx request.
+//
+// A stream is one request: the client opens it with a request message, may
+// send data after it (a put), and the server answers with a stream of
+// messages (entries, data, errors, change notices) ending with one marked
+// End. Any number of streams are in flight at once.
+//
+// # Scheduling
+//
+// One goroutine writes the connection. Control frames (requests, window
+// updates, cancels, pings) go first; stream messages are cut into frames of
+// at most proto.MaxPayload bytes and sent round-robin, one frame per stream
+// with data ready, so a small reply is never queued behind a bulk transfer
+// for more than one frame per active stream. The socket's unsent buffer is
+// kept small (TCP_NOTSENT_LOWAT) so the kernel does not undo that order.
+//
+// # Flow control
+//
+// Each stream has a receive window, and so has the connection. A sender may
+// send stream messages only while it holds credit for both; the receiver
+// returns credit with window updates. Stream credit is returned as the
+// application consumes messages, so a reader that stops reading stalls only
+// its own stream, and the memory a stream may hold is bounded by its
+// window. Connection credit is returned as frames are taken off the socket,
+// so it bounds the bytes in flight on the link and never couples streams.
+//
+// Windows start at proto.InitialStreamWindow and proto.InitialConnWindow and
+// grow automatically toward the bandwidth-delay product: when the receiver
+// returns a half-window of credit less than two round trips after the
+// previous update, the window was what limited the sender, so it doubles
+// (up to Config.MaxStreamWindow or Config.MaxConnWindow). The round-trip
+// time comes from pings, which also serve as keepalive.
+//
+// # Lifetime
+//
+// A stream ends when both sides have sent End, or when either cancels it.
+// Frames for streams that have ended are dropped, since they may have been in
+// flight when the stream ended. A connection error (a protocol violation, a
+// dead peer, a closed socket) ends every stream with that error.
+package mux
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/proto"
+)
+
+// Config tunes a connection. The zero value is usable: each zero field
+// takes the default given beside it.
+type Config struct {
+	MaxStreamWindow int           // largest stream receive window (32 MiB)
+	MaxConnWindow   int           // largest connection receive window (256 MiB)
+	MaxStreams      int           // streams a server accepts at once (4096)
+	KeepAlive       time.Duration // ping after this much silence (15s); < 0 disables
+	Timeout         time.Duration // give up on a silent peer this long after a ping (20s)
+	Features        []string      // features this side offers
+	Logger          *slog.Logger  // nil: discard
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxStreamWindow <= 0 {
+		c.MaxStreamWindow = 32 << 20
+	}
+	if c.MaxStreamWindow < proto.InitialStreamWindow {
+		c.MaxStreamWindow = proto.InitialStreamWindow
+	}
+	if c.MaxConnWindow <= 0 {
+		c.MaxConnWindow = 256 << 20
+	}
+	if c.MaxConnWindow < proto.InitialConnWindow {
+		c.MaxConnWindow = proto.InitialConnWindow
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 4096
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = 15 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 20 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Msg is one stream message.
+type Msg struct {
+	Type uint8  // proto.FDir, FData, FErr or FEvent
+	Data []byte // payload, owned by the receiver
+	End  bool   // the last message of the stream
+}
+
+// Stats counts a connection's traffic.
+type Stats struct {
+	BytesIn, BytesOut int64 // on the socket, frame headers included
+	Streams           int64 // streams opened (client) or accepted (server)
+	RoundTrips        int64 // see Conn.Stats
+}
+
+// Conn is one end of a multiplexed connection.
+type Conn struct {
+	cfg    Config
+	nc     net.Conn
+	server bool
+	log    *slog.Logger
+
+	mu         sync.Mutex // guards everything below, and each Stream's send side
+	streams    map[uint32]*Stream
+	nextID     uint32
+	ctrl       [][]byte  // encoded control frames, sent first
+	ready      []*Stream // streams with frames to send, round-robin
+	sendCredit int64     // connection send credit
+	creditWake chan struct{}
+	peerHello  *proto.Hello
+	helloWait  chan struct{}
+	goaway     bool
+	pings      map[uint64]chan struct{}
+	pingSeq    uint64
+	rtts       [8]time.Duration
+	nrtt       int
+	awaiting   int // counted client streams that have not had a reply yet
+	slots      chan struct{}
+
+	recvWin      int // connection receive window
+	recvConsumed int // bytes received since the last connection window update
+	lastConnUpd  time.Time
+
+	wake     chan struct{} // wakes the writer
+	accept   chan *Stream
+	done     chan struct{}
+	err      error
+	closeOne sync.Once
+	lastRecv atomic.Int64 // unix nanoseconds
+	wg       sync.WaitGroup
+
+	bytesIn, bytesOut, nstreams, rounds atomic.Int64
+}
+
+// Client starts the client end of a connection over nc. It sends its hello
+// and returns without waiting for the server's: requests may follow at once.
+func Client(nc net.Conn, cfg Config) *Conn { return newConn(nc, cfg, false) }
+
+// Server starts the server end of a connection over nc.
+func Server(nc net.Conn, cfg Config) *Conn { return newConn(nc, cfg, true) }
+
+func newConn(nc net.Conn, cfg Config, server bool) *Conn {
+	cfg = cfg.withDefaults()
+	c := &Conn{
+		cfg:         cfg,
+		nc:          nc,
+		server:      server,
+		log:         cfg.Logger,
+		streams:     make(map[uint32]*Stream),
+		nextID:      1,
+		sendCredit:  proto.InitialConnWindow,
+		creditWake:  make(chan struct{}),
+		helloWait:   make(chan struct{}),
+		pings:       make(map[uint64]chan struct{}),
+		recvWin:     proto.InitialConnWindow,
+		lastConnUpd: time.Now(),
+		wake:        make(chan struct{}, 1),
+		accept:      make(chan *Stream, cfg.MaxStreams),
+		done:        make(chan struct{}),
+	}
+	c.lastRecv.Store(time.Now().UnixNano())
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		if raw, err := tc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, 256<<10)
+			})
+		}
+	}
+	h := &proto.Hello{Version: proto.Version, Features: cfg.Features}
+	if server {
+		h.MaxStreams = uint64(cfg.MaxStreams)
+	}
+	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, h)))
+	if !server {
+		// An early ping gives the RTT that window growth needs.
+		c.pingSeq++
+		c.pings[c.pingSeq] = make(chan struct{})
+		c.ctrl = append(c.ctrl, pingFrame(c.pingSeq, time.Now(), false))
+	}
+	c.wg.Add(3)
+	go c.readLoop()
+	go c.writeLoop()
+	go c.keepAlive()
+	c.kick()
+	return c
+}
+
+func pingFrame(seq uint64, t time.Time, ack bool) []byte {
+	var p [16]byte
+	putUint64(p[:8], seq)
+	putUint64(p[8:], uint64(t.UnixNano()))
+	var fl uint8
+	if ack {
+		fl = proto.FlagAck
+	}
+	return proto.AppendFrame(nil, proto.Header{Type: proto.FPing, Flags: fl}, p[:])
+}
+
+func putUint64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func getUint64(b []byte) uint64 {
+	var v uint64
+	for i := range 8 {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+// kick wakes the writer.
+func (c *Conn) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil while it is up.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Close ends the connection and every stream on it.
+func (c *Conn) Close() error {
+	c.fail(zx.E(zx.ErrIO, "", "", "connection closed"))
+	c.wg.Wait()
+	return nil
+}
+
+// fail ends the connection with err.
+func (c *Conn) fail(err error) {
+	c.closeOne.Do(func() {
+		c.mu.Lock()
+		c.err = err
+		close(c.done)
+		streams := c.streams
+		c.streams = map[uint32]*Stream{}
+		close(c.creditWake)
+		for _, ch := range c.pings {
+			close(ch)
+		}
+		c.pings = nil
+		c.mu.Unlock()
+		for _, s := range streams {
+			s.abort(err)
+		}
+		c.nc.Close()
+		c.log.Debug("connection closed", "remote", c.nc.RemoteAddr(), "err", err)
+	})
+}
+
+// Goaway tells the peer this side is closing, with err as the reason, and
+// closes the connection once the frame is written (or after a second).
+func (c *Conn) Goaway(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err)))
+		c.goaway = true
+	}
+	c.mu.Unlock()
+	c.kick()
+	select {
+	case <-c.done:
+	case <-time.After(time.Second):
+		c.fail(err)
+	}
+}
+
+// PeerHello waits for the peer's hello.
+func (c *Conn) PeerHello(ctx context.Context) (*proto.Hello, error) {
+	select {
+	case <-c.helloWait:
+		return c.peerHello, nil
+	case <-c.done:
+		return nil, c.err
+	case <-ctx.Done():
+		return nil, zx.Errorf("hello", "", ctx.Err())
+	}
+}
+
+// RTT returns the round-trip time measured by pings: the least of the last
+// few, which is the link's and not its queues'. It is 0 before the first.
+func (c *Conn) RTT() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rttLocked()
+}
+
+func (c *Conn) rttLocked() time.Duration {
+	n := min(c.nrtt, len(c.rtts))
+	var m time.Duration
+	for i := range n {
+		if m == 0 || c.rtts[i] < m {
+			m = c.rtts[i]
+		}
+	}
+	return m
+}
+
+// Ping measures one round trip.
+func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return 0, c.err
+	}
+	c.pingSeq++
+	seq := c.pingSeq
+	ch := make(chan struct{})
+	c.pings[seq] = ch
+	t0 := time.Now()
+	c.ctrl = append(c.ctrl, pingFrame(seq, t0, false))
+	c.mu.Unlock()
+	c.kick()
+	select {
+	case <-ch:
+		if err := c.Err(); err != nil {
+			return 0, err
+		}
+		return time.Since(t0), nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pings, seq)
+		c.mu.Unlock()
+		return 0, zx.Errorf("ping", "", ctx.Err())
+	}
+}
+
+// Stats returns the connection's counters. RoundTrips, on a client, counts
+// the requests opened while no other counted request was waiting for its
+// first reply: the round trips a program had to wait for, one per set of
+// overlapping requests. It is deterministic for a given program and
+// independent of bandwidth.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		BytesIn:    c.bytesIn.Load(),
+		BytesOut:   c.bytesOut.Load(),
+		Streams:    c.nstreams.Load(),
+		RoundTrips: c.rounds.Load(),
+	}
+}
+
+// LocalAddr and RemoteAddr return the socket's addresses.
+func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// Accept returns the next request stream, in the order the client opened
+// them. It fails when the connection ends.
+func (c *Conn) Accept() (*Stream, error) {
+	select {
+	case s := <-c.accept:
+		return s, nil
+	case <-c.done:
+		// Streams queued before the end are still handed out, so that
+		// their requests are answered with the connection's error.
+		select {
+		case s := <-c.accept:
+			return s, nil
+		default:
+		}
+		return nil, c.err
+	}
+}
+
+// OpenFlags modify Open.
+type OpenFlags int
+
+const (
+	// WithData says request data follows; the stream stays open for Send
+	// until Send with end.
+	WithData OpenFlags = 1 << iota
+	// Uncounted keeps a request out of the round-trip count: long-lived
+	// requests such as watches.
+	Uncounted
+)
+
+// Open opens a stream with the request message req. It returns once the
+// request is queued. Cancelling ctx cancels the stream.
+func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, error) {
+	if len(req) > proto.MaxPayload {
+		return nil, zx.E(zx.ErrTooBig, "", "", "request message too long")
+	}
+	if err := c.takeSlot(ctx); err != nil {
+		return nil, err
+	}
+	s := newStream(c, 0)
+	s.hasSlot = true
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		c.releaseSlot()
+		return nil, c.err
+	}
+	if c.goaway {
+		c.mu.Unlock()
+		c.releaseSlot()
+		return nil, zx.E(zx.ErrIO, "", "", "connection is closing")
+	}
+	s.id = c.nextID
+	c.nextID++
+	c.streams[s.id] = s
+	h := proto.Header{Type: proto.FReq, Stream: s.id}
+	if flags&WithData == 0 {
+		h.Flags = proto.FlagEnd
+		s.sendEnded = true
+	}
+	if flags&Uncounted == 0 {
+		s.counted = true
+		if c.awaiting == 0 {
+			c.rounds.Add(1)
+		}
+		c.awaiting++
+	}
+	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, h, req))
+	c.mu.Unlock()
+	c.nstreams.Add(1)
+	c.kick()
+	if ctx.Done() != nil {
+		s.stopCancel = context.AfterFunc(ctx, func() { s.Cancel(zx.Errorf("", "", ctx.Err())) })
+	}
+	return s, nil
+}
+
+// takeSlot waits until the server accepts one more stream.
+func (c *Conn) takeSlot(ctx context.Context) error {
+	c.mu.Lock()
+	slots := c.slots
+	c.mu.Unlock()
+	if slots == nil {
+		select {
+		case <-c.helloWait:
+		default:
+			// Before the server's hello, the protocol's minimum applies:
+			// no server accepts fewer than 64 streams.
+			return nil
+		}
+		c.mu.Lock()
+		slots = c.slots
+		c.mu.Unlock()
+		if slots == nil {
+			return nil
+		}
+	}
+	select {
+	case slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return zx.Errorf("", "", ctx.Err())
+	case <-c.done:
+		return c.err
+	}
+}
+
+func (c *Conn) releaseSlot() {
+	c.mu.Lock()
+	slots := c.slots
+	c.mu.Unlock()
+	if slots != nil {
+		select {
+		case <-slots:
+		default:
+		}
+	}
+}
+
+var errPeerEnded = errors.New("peer ended the stream")
+
+// ErrPeerEnded is returned by Send when the peer has ended the stream (a
+// server that answered a put before taking all its data).
+var ErrPeerEnded = errPeerEnded
+
+func (c *Conn) protocolError(err error) {
+	c.log.Warn("protocol error", "remote", c.nc.RemoteAddr(), "err", err)
+	c.mu.Lock()
+	if c.err == nil {
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err)))
+		c.goaway = true
+	}
+	c.mu.Unlock()
+	c.kick()
+	// Give the writer a moment to tell the peer why.
+	go func() {
+		select {
+		case <-c.done:
+		case <-time.After(500 * time.Millisecond):
+		}
+		c.fail(err)
+	}()
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	br := bufio.NewReaderSize(c.nc, 256<<10)
+	var hdr [proto.HeaderSize]byte
+	first := true
+	for {
+		h, p, err := proto.ReadFrame(br, hdr[:])
+		if err != nil {
+			if zx.KindOf(err) == zx.ErrProtocol || zx.KindOf(err) == zx.ErrTooBig {
+				c.protocolError(err)
+				// Keep the socket open for the goaway, but stop reading.
+				<-c.done
+				return
+			}
+			if errors.Is(err, io.EOF) {
+				err = zx.E(zx.ErrIO, "", "", "connection closed by peer")
+			} else if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = zx.E(zx.ErrIO, "", "", "connection closed by peer in the middle of a frame")
+			} else if c.Err() == nil {
+				err = zx.E(zx.ErrIO, "", "", err.Error())
+			}
+			c.fail(err)
+			return
+		}
+		c.bytesIn.Add(int64(proto.HeaderSize + len(p)))
+		c.lastRecv.Store(time.Now().UnixNano())
+		if first {
+			if h.Type != proto.FHello {
+				c.protocolError(zx.E(zx.ErrProtocol, "", "", "first frame is not a hello"))
+				<-c.done
+				return
+			}
+			first = false
+		}
+		if err := c.handle(h, p); err != nil {
+			c.protocolError(err)
+			<-c.done
+			return
+		}
+	}
+}
+
+func (c *Conn) handle(h proto.Header, p []byte) error {
+	switch h.Type {
+	case proto.FHello:
+		return c.handleHello(p)
+	case proto.FReq:
+		if !c.server {
+			return zx.E(zx.ErrProtocol, "", "", "request sent to a client")
+		}
+		c.handleReq(h, p)
+	case proto.FDir, proto.FData, proto.FErr, proto.FEvent:
+		return c.handleMsg(h, p)
+	case proto.FWindow:
+		inc, err := proto.ParseWindow(p)
+		if err != nil {
+			return err
+		}
+		c.handleWindow(h.Stream, int64(inc))
+	case proto.FCancel:
+		c.mu.Lock()
+		s := c.streams[h.Stream]
+		c.mu.Unlock()
+		if s != nil {
+			s.abort(zx.E(zx.ErrCanceled, "", "", "cancelled by peer"))
+		}
+	case proto.FPing:
+		if len(p) != 16 {
+			return zx.E(zx.ErrProtocol, "", "", "bad ping")
+		}
+		c.handlePing(h, p)
+	case proto.FGoaway:
+		e, err := proto.ParseError(p)
+		if err != nil {
+			return err
+		}
+		c.fail(e)
+	}
+	return nil
+}
+
+func (c *Conn) handleHello(p []byte) error {
+	h, err := proto.ParseHello(p)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peerHello != nil {
+		return zx.E(zx.ErrProtocol, "", "", "second hello")
+	}
+	if h.Version < 1 {
+		return zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("peer speaks protocol version %d, this side %d", h.Version, proto.Version))
+	}
+	c.peerHello = h
+	if !c.server && h.MaxStreams > 0 {
+		c.slots = make(chan struct{}, h.MaxStreams)
+		// Streams opened before the hello take their slots now.
+		for _, s := range c.streams {
+			if s.hasSlot {
+				select {
+				case c.slots <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	close(c.helloWait)
+	return nil
+}
+
+func (c *Conn) handleReq(h proto.Header, p []byte) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	if _, dup := c.streams[h.Stream]; dup || h.Stream == 0 {
+		c.mu.Unlock()
+		c.protocolError(zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("stream %d opened twice", h.Stream)))
+		return
+	}
+	if len(c.streams) >= c.cfg.MaxStreams || c.goaway {
+		// Refuse the stream right away; the client never sees it open.
+		msg := fmt.Sprintf("too many streams at once (limit %d)", c.cfg.MaxStreams)
+		if c.goaway {
+			msg = "server is shutting down"
+		}
+		e := zx.E(zx.ErrLimit, "", "", msg)
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FErr, Flags: proto.FlagEnd, Stream: h.Stream}, proto.AppendError(nil, e)))
+		c.mu.Unlock()
+		c.kick()
+		return
+	}
+	s := newStream(c, h.Stream)
+	s.req = p
+	if h.Flags&proto.FlagEnd != 0 {
+		s.recvEnded = true
+	}
+	c.streams[h.Stream] = s
+	c.mu.Unlock()
+	c.nstreams.Add(1)
+	c.accept <- s // never blocks: its capacity is MaxStreams
+}
+
+func (c *Conn) handleMsg(h proto.Header, p []byte) error {
+	n := len(p)
+	c.mu.Lock()
+	s := c.streams[h.Stream]
+	// Connection credit returns as frames come off the socket.
+	c.recvConsumed += n
+	if c.recvConsumed >= c.recvWin/2 {
+		inc := c.recvConsumed
+		now := time.Now()
+		if rtt := c.rttLocked(); rtt > 0 && now.Sub(c.lastConnUpd) < 2*rtt && c.recvWin < c.cfg.MaxConnWindow {
+			grow := min(c.recvWin, c.cfg.MaxConnWindow-c.recvWin)
+			c.recvWin += grow
+			inc += grow
+		}
+		c.lastConnUpd = now
+		c.recvConsumed = 0
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow}, proto.AppendWindow(nil, uint32(inc))))
+		c.kick()
+	}
+	c.mu.Unlock()
+	if s == nil {
+		return nil // a stream that has ended: the frame was in flight
+	}
+	return s.deliver(Msg{Type: h.Type, Data: p, End: h.Flags&proto.FlagEnd != 0})
+}
+
+func (c *Conn) handleWindow(id uint32, inc int64) {
+	c.mu.Lock()
+	if id == 0 {
+		c.sendCredit += inc
+	} else if s := c.streams[id]; s != nil {
+		s.sendCredit += inc
+	}
+	close(c.creditWake)
+	c.creditWake = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *Conn) handlePing(h proto.Header, p []byte) {
+	if h.Flags&proto.FlagAck == 0 {
+		c.mu.Lock()
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FPing, Flags: proto.FlagAck}, p))
+		c.mu.Unlock()
+		c.kick()
+		return
+	}
+	seq := getUint64(p[:8])
+	sent := time.Unix(0, int64(getUint64(p[8:])))
+	c.mu.Lock()
+	if ch, ok := c.pings[seq]; ok {
+		rtt := time.Since(sent)
+		if rtt > 0 {
+			c.rtts[c.nrtt%len(c.rtts)] = rtt
+			c.nrtt++
+		}
+		delete(c.pings, seq)
+		close(ch)
+	}
+	c.mu.Unlock()
+}
+
+// keepAlive pings a silent peer and ends the connection when it stays
+// silent.
+func (c *Conn) keepAlive() {
+	defer c.wg.Done()
+	if c.cfg.KeepAlive < 0 {
+		<-c.done
+		return
+	}
+	tick := time.NewTicker(min(c.cfg.KeepAlive, c.cfg.Timeout) / 2)
+	defer tick.Stop()
+	var pinged time.Time
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-tick.C:
+			silent := now.Sub(time.Unix(0, c.lastRecv.Load()))
+			if silent < c.cfg.KeepAlive {
+				pinged = time.Time{}
+				continue
+			}
+			if pinged.IsZero() {
+				pinged = now
+				c.mu.Lock()
+				c.pingSeq++
+				c.pings[c.pingSeq] = make(chan struct{})
+				c.ctrl = append(c.ctrl, pingFrame(c.pingSeq, now, false))
+				c.mu.Unlock()
+				c.kick()
+				continue
+			}
+			if now.Sub(pinged) > c.cfg.Timeout {
+				c.fail(zx.E(zx.ErrTimeout, "", "", fmt.Sprintf("peer silent for %v", silent.Round(time.Second))))
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	bw := bufio.NewWriterSize(c.nc, 256<<10)
+	var hb [proto.HeaderSize]byte
+	for {
+		c.mu.Lock()
+		ctrl := c.ctrl
+		c.ctrl = nil
+		var f outFrame
+		var fs *Stream
+		if len(ctrl) == 0 && len(c.ready) > 0 {
+			fs = c.ready[0]
+			f = fs.outq[0]
+			fs.outq[0] = outFrame{}
+			fs.outq = fs.outq[1:]
+			c.ready = c.ready[1:]
+			if len(fs.outq) > 0 {
+				c.ready = append(c.ready, fs)
+			} else {
+				fs.queued = false
+			}
+		}
+		goaway := c.goaway && len(ctrl) == 0 && fs == nil
+		c.mu.Unlock()
+
+		var err error
+		for _, b := range ctrl {
+			_, err = bw.Write(b)
+			c.bytesOut.Add(int64(len(b)))
+		}
+		if fs != nil && err == nil {
+			proto.PutHeader(hb[:], f.h)
+			_, err = bw.Write(hb[:])
+			if err == nil {
+				_, err = bw.Write(f.p)
+			}
+			c.bytesOut.Add(int64(proto.HeaderSize + len(f.p)))
+			if f.h.Flags&proto.FlagEnd != 0 {
+				fs.sentEnd()
+			}
+		}
+		if err != nil {
+			c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
+			return
+		}
+		if len(ctrl) > 0 || fs != nil {
+			continue
+		}
+		if err := bw.Flush(); err != nil {
+			c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
+			return
+		}
+		if goaway {
+			// Everything, the goaway last, is written.
+			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+				tc.CloseWrite()
+			}
+			select {
+			case <-c.done:
+			case <-time.After(time.Second):
+			}
+			c.fail(zx.E(zx.ErrIO, "", "", "connection closed"))
+			return
+		}
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,415 @@
+package mux
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/proto"
+)
+
+// Stream is one request and its reply. Send may be called from one
+// goroutine and Recv from another at the same time.
+type Stream struct {
+	c  *Conn
+	id uint32
+
+	req []byte // server side: the request message
+
+	// Receive side, guarded by rmu.
+	rmu       sync.Mutex
+	rq        []Msg
+	rhead     int
+	rbytes    int // bytes queued in rq
+	recvEnded bool
+	rerr      error
+	rwake     chan struct{} // signalled (capacity 1) on a change
+	recvWin   int
+	consumed  int // bytes consumed since the last window update
+	lastUpd   time.Time
+	gotFirst  bool
+
+	// Send side, guarded by c.mu.
+	sendCredit int64
+	outq       []outFrame
+	queued     bool // in c.ready
+	sendEnded  bool // End queued
+	endWritten bool
+	peerEnded  bool // the peer will take no more
+	counted    bool // counts toward Conn.awaiting until its first reply
+	hasSlot    bool
+
+	stopCancel func() bool
+	cancelOnce sync.Once
+	ctx        context.Context
+	cancel     context.CancelFunc
+}
+
+type outFrame struct {
+	h proto.Header
+	p []byte
+}
+
+func newStream(c *Conn, id uint32) *Stream {
+	s := &Stream{
+		c:          c,
+		id:         id,
+		rwake:      make(chan struct{}, 1),
+		recvWin:    proto.InitialStreamWindow,
+		lastUpd:    time.Now(),
+		sendCredit: proto.InitialStreamWindow,
+	}
+	if c.server {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	return s
+}
+
+// ID returns the stream's number on its connection.
+func (s *Stream) ID() uint32 { return s.id }
+
+// Request returns the request message that opened the stream (server side).
+func (s *Stream) Request() []byte { return s.req }
+
+// Context is cancelled when the client cancels the stream or the connection
+// ends (server side).
+func (s *Stream) Context() context.Context {
+	if s.ctx == nil {
+		return context.Background()
+	}
+	return s.ctx
+}
+
+// deliver queues a received message. It runs on the read loop.
+func (s *Stream) deliver(m Msg) error {
+	s.rmu.Lock()
+	if s.recvEnded || s.rerr != nil {
+		s.rmu.Unlock()
+		if s.rerr != nil {
+			return nil // cancelled: drop
+		}
+		return zx.E(zx.ErrProtocol, "", "", "message after the end of a stream")
+	}
+	if s.rbytes+len(m.Data) > s.recvWin {
+		s.rmu.Unlock()
+		return zx.E(zx.ErrProtocol, "", "", "peer overran a stream's window")
+	}
+	first := !s.gotFirst
+	s.gotFirst = true
+	s.rq = append(s.rq, m)
+	s.rbytes += len(m.Data)
+	if m.End {
+		s.recvEnded = true
+	}
+	s.rmu.Unlock()
+	select {
+	case s.rwake <- struct{}{}:
+	default:
+	}
+	c := s.c
+	if first || m.End {
+		c.mu.Lock()
+		if first && s.counted {
+			s.counted = false
+			c.awaiting--
+		}
+		if m.End && !c.server {
+			s.peerEnded = true
+			{
+				// The reply is complete: whatever request data is still
+				// queued is of no use to the server.
+				s.dropOutLocked()
+				s.endedLocked()
+			}
+		}
+		c.mu.Unlock()
+		if m.End {
+			c.wakeSenders()
+		}
+	}
+	return nil
+}
+
+// wakeSenders wakes every goroutine waiting for credit.
+func (c *Conn) wakeSenders() {
+	c.mu.Lock()
+	if c.err == nil {
+		close(c.creditWake)
+		c.creditWake = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+// Recv returns the next message. After the message marked End it returns
+// io.EOF; if the stream was cancelled or the connection failed, that error.
+func (s *Stream) Recv(ctx context.Context) (Msg, error) {
+	for {
+		s.rmu.Lock()
+		if s.rhead < len(s.rq) {
+			m := s.rq[s.rhead]
+			s.rq[s.rhead] = Msg{}
+			s.rhead++
+			if s.rhead == len(s.rq) {
+				s.rq = s.rq[:0]
+				s.rhead = 0
+			}
+			s.rbytes -= len(m.Data)
+			s.consumed += len(m.Data)
+			var inc int
+			if !s.recvEnded && s.consumed >= s.recvWin/2 {
+				inc = s.consumed
+				now := time.Now()
+				if rtt := s.c.RTT(); rtt > 0 && now.Sub(s.lastUpd) < 2*rtt && s.recvWin < s.c.cfg.MaxStreamWindow {
+					grow := min(s.recvWin, s.c.cfg.MaxStreamWindow-s.recvWin)
+					s.recvWin += grow
+					inc += grow
+				}
+				s.lastUpd = now
+				s.consumed = 0
+			}
+			s.rmu.Unlock()
+			if inc > 0 {
+				s.c.control(proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
+			}
+			return m, nil
+		}
+		if s.rerr != nil {
+			err := s.rerr
+			s.rmu.Unlock()
+			return Msg{}, err
+		}
+		if s.recvEnded {
+			s.rmu.Unlock()
+			return Msg{}, io.EOF
+		}
+		s.rmu.Unlock()
+		select {
+		case <-s.rwake:
+		case <-ctx.Done():
+			return Msg{}, zx.Errorf("", "", ctx.Err())
+		}
+	}
+}
+
+func (c *Conn) control(frame []byte) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.ctrl = append(c.ctrl, frame)
+	}
+	c.mu.Unlock()
+	c.kick()
+}
+
+// Send sends one message of type typ (proto.FDir, FData, FErr, FEvent),
+// marked End if end is set. Messages longer than a frame are cut into
+// frames; only FData may be. Send blocks while the peer gives no credit,
+// until ctx is done. It takes ownership of p. It fails with ErrPeerEnded
+// once the peer has ended the stream, and with the connection's error once
+// the connection has failed.
+func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error {
+	if typ != proto.FData && len(p) > proto.MaxPayload {
+		return zx.E(zx.ErrTooBig, "", "", "message longer than a frame")
+	}
+	c := s.c
+	for {
+		n := min(len(p), proto.MaxPayload)
+		last := n == len(p)
+		c.mu.Lock()
+		for {
+			if c.err != nil {
+				c.mu.Unlock()
+				return c.err
+			}
+			if s.sendEnded {
+				c.mu.Unlock()
+				return zx.E(zx.ErrProtocol, "", "", "send after the end of a stream")
+			}
+			if s.peerEnded {
+				c.mu.Unlock()
+				return ErrPeerEnded
+			}
+			if n == 0 || (s.sendCredit >= int64(n) && c.sendCredit >= int64(n)) {
+				break
+			}
+			wake := c.creditWake
+			c.mu.Unlock()
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return zx.Errorf("", "", ctx.Err())
+			}
+			c.mu.Lock()
+		}
+		s.sendCredit -= int64(n)
+		c.sendCredit -= int64(n)
+		h := proto.Header{Type: typ, Stream: s.id, Len: uint32(n)}
+		if last && end {
+			h.Flags = proto.FlagEnd
+			s.sendEnded = true
+		}
+		s.outq = append(s.outq, outFrame{h: h, p: p[:n:n]})
+		if !s.queued {
+			s.queued = true
+			c.ready = append(c.ready, s)
+		}
+		c.mu.Unlock()
+		c.kick()
+		p = p[n:]
+		if last {
+			return nil
+		}
+	}
+}
+
+// CloseSend ends the sending side: it sends an empty FData marked End.
+func (s *Stream) CloseSend(ctx context.Context) error {
+	return s.Send(ctx, proto.FData, nil, true)
+}
+
+// sentEnd runs on the write loop once the End frame is written.
+func (s *Stream) sentEnd() {
+	c := s.c
+	c.mu.Lock()
+	s.endWritten = true
+	if c.server {
+		// The reply is complete: the stream is over.
+		s.endedLocked()
+	}
+	c.mu.Unlock()
+}
+
+// endedLocked removes a finished stream. c.mu is held.
+func (s *Stream) endedLocked() {
+	c := s.c
+	if c.streams[s.id] == s {
+		if c.server || s.sendEnded || s.peerEnded {
+			delete(c.streams, s.id)
+			if s.hasSlot {
+				s.hasSlot = false
+				if c.slots != nil {
+					select {
+					case <-c.slots:
+					default:
+					}
+				}
+			}
+			if s.stopCancel != nil {
+				s.stopCancel()
+			}
+			if s.cancel != nil {
+				s.cancel()
+			}
+		}
+	}
+}
+
+// dropOutLocked discards frames not yet written. c.mu is held.
+func (s *Stream) dropOutLocked() {
+	s.outq = nil
+	if s.queued {
+		for i, r := range s.c.ready {
+			if r == s {
+				s.c.ready = append(s.c.ready[:i], s.c.ready[i+1:]...)
+				break
+			}
+		}
+		s.queued = false
+	}
+}
+
+// abort ends the stream locally with err: queued frames are dropped and
+// Recv returns err once the messages already received are read. It does
+// not tell the peer.
+func (s *Stream) abort(err error) {
+	s.rmu.Lock()
+	if s.rerr == nil && !s.recvEnded {
+		s.rerr = err
+	}
+	s.rmu.Unlock()
+	select {
+	case s.rwake <- struct{}{}:
+	default:
+	}
+	c := s.c
+	c.mu.Lock()
+	s.dropOutLocked()
+	s.peerEnded = true
+	if s.counted {
+		s.counted = false
+		c.awaiting--
+	}
+	if c.streams[s.id] == s {
+		delete(c.streams, s.id)
+	}
+	if s.hasSlot {
+		s.hasSlot = false
+		if c.slots != nil {
+			select {
+			case <-c.slots:
+			default:
+			}
+		}
+	}
+	if c.err == nil {
+		close(c.creditWake)
+		c.creditWake = make(chan struct{})
+	}
+	c.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.stopCancel != nil {
+		s.stopCancel()
+	}
+}
+
+// Cancel abandons the stream and tells the peer to stop working on it.
+// Recv returns err (kind ErrCanceled) unless the reply had already ended.
+func (s *Stream) Cancel(err error) {
+	s.cancelOnce.Do(func() {
+		c := s.c
+		c.mu.Lock()
+		_, live := c.streams[s.id]
+		ended := s.peerEnded && (s.sendEnded || c.server)
+		c.mu.Unlock()
+		if live && !ended {
+			c.control(proto.AppendFrame(nil, proto.Header{Type: proto.FCancel, Stream: s.id}, nil))
+		}
+		if err == nil || zx.KindOf(err) != zx.ErrCanceled {
+			err = zx.E(zx.ErrCanceled, "", "", "request cancelled")
+		}
+		s.abort(err)
+	})
+}
+
+// Drain discards what is left of the reply, returning the first error
+// message received, if any.
+func (s *Stream) Drain(ctx context.Context) error {
+	for {
+		m, err := s.Recv(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.Type == proto.FErr {
+			e, perr := proto.ParseError(m.Data)
+			if perr != nil {
+				return perr
+			}
+			s.Cancel(nil)
+			return e
+		}
+	}
+}
+
+// RecvEnded reports whether the peer has ended its side and every message
+// has been read.
+func (s *Stream) RecvEnded() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.recvEnded && s.rhead == len(s.rq)
+}

@@ -1,0 +1,370 @@
+package proto
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/zxfs/zx"
+)
+
+// Request operations.
+const (
+	OpAttach    = 1
+	OpStat      = 2
+	OpGet       = 3
+	OpPut       = 4
+	OpMove      = 5
+	OpRemove    = 6
+	OpRemoveAll = 7
+	OpWstat     = 8
+	OpFind      = 9
+	OpFindGet   = 10
+	OpWatch     = 11
+	maxOp       = OpWatch
+)
+
+var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch"}
+
+// OpName returns the name of a request operation.
+func OpName(op uint8) string {
+	if int(op) < len(opNames) {
+		return opNames[op]
+	}
+	return fmt.Sprintf("op%d", op)
+}
+
+// Request is a request message, the payload of an FReq frame. Which fields
+// are sent depends on Op (see docs/protocol.md).
+type Request struct {
+	Op    uint8
+	Tree  string // exported tree name; "" for the default tree
+	Path  string
+	To    string // move
+	Off   int64  // get, put
+	Count int64  // get
+	Dir   zx.Dir // put, wstat
+	Pred  string // find, findget
+	Spref string // find, findget
+	Dpref string // find, findget
+	Depth int64  // find, findget
+}
+
+// Hello is the payload of an FHello frame.
+type Hello struct {
+	Version    uint64
+	MaxStreams uint64 // streams the sender accepts at once (0: no limit stated)
+	Features   []string
+}
+
+// Event is the payload of an FEvent frame.
+type Event struct {
+	Kind uint8
+	From string
+	Dir  zx.Dir
+}
+
+// encoder appends primitives to a buffer.
+type encoder struct{ b []byte }
+
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) dir(d zx.Dir) {
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(d[k])
+	}
+}
+
+// decoder reads primitives, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(msg string) {
+	if d.err == nil {
+		d.err = zx.E(zx.ErrProtocol, "decode", "", msg)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad unsigned integer")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad integer")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte1() uint8 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.fail("message too short")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("string longer than its message")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) dir() zx.Dir {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	// Each attribute takes at least two bytes.
+	if n > uint64(len(d.b))/2 {
+		d.fail("attribute count larger than its message")
+		return nil
+	}
+	// Size the map by the count only up to a point: a lying count would
+	// otherwise allocate a map far larger than the message.
+	dir := make(zx.Dir, min(n, 64))
+	for range n {
+		k := d.str()
+		v := d.str()
+		if d.err != nil {
+			return nil
+		}
+		if k == "" {
+			d.fail("empty attribute name")
+			return nil
+		}
+		if _, dup := dir[k]; dup {
+			d.fail("duplicate attribute " + k)
+			return nil
+		}
+		dir[k] = v
+	}
+	return dir
+}
+
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Sprintf("%d bytes of trailing garbage", len(d.b)))
+	}
+	return d.err
+}
+
+// AppendRequest appends the encoding of r to b.
+func AppendRequest(b []byte, r *Request) []byte {
+	e := encoder{b}
+	e.b = append(e.b, r.Op)
+	e.str(r.Tree)
+	e.str(r.Path)
+	switch r.Op {
+	case OpGet:
+		e.varint(r.Off)
+		e.varint(r.Count)
+	case OpPut:
+		e.dir(r.Dir)
+		e.varint(r.Off)
+	case OpMove:
+		e.str(r.To)
+	case OpWstat:
+		e.dir(r.Dir)
+	case OpFind, OpFindGet:
+		e.str(r.Pred)
+		e.str(r.Spref)
+		e.str(r.Dpref)
+		e.varint(r.Depth)
+	}
+	return e.b
+}
+
+// ParseRequest decodes a request message.
+func ParseRequest(b []byte) (*Request, error) {
+	d := decoder{b: b}
+	r := &Request{Op: d.byte1()}
+	if d.err == nil && (r.Op < OpAttach || r.Op > maxOp) {
+		return nil, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", r.Op))
+	}
+	r.Tree = d.str()
+	r.Path = d.str()
+	switch r.Op {
+	case OpGet:
+		r.Off = d.varint()
+		r.Count = d.varint()
+	case OpPut:
+		r.Dir = d.dir()
+		r.Off = d.varint()
+	case OpMove:
+		r.To = d.str()
+	case OpWstat:
+		r.Dir = d.dir()
+	case OpFind, OpFindGet:
+		r.Pred = d.str()
+		r.Spref = d.str()
+		r.Dpref = d.str()
+		r.Depth = d.varint()
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// AppendDir appends the encoding of a directory entry (an FDir payload).
+func AppendDir(b []byte, dir zx.Dir) []byte {
+	e := encoder{b}
+	e.dir(dir)
+	return e.b
+}
+
+// ParseDir decodes an FDir payload.
+func ParseDir(b []byte) (zx.Dir, error) {
+	d := decoder{b: b}
+	dir := d.dir()
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return dir, nil
+}
+
+// AppendError appends the encoding of an error (an FErr or FGoaway
+// payload): its kind, op, path and message. Errors without a kind are sent
+// as ErrOther.
+func AppendError(b []byte, err error) []byte {
+	ze := &zx.Error{Kind: zx.KindOf(err), Msg: err.Error()}
+	if e, ok := err.(*zx.Error); ok {
+		ze = e
+		if ze.Msg == "" && ze.Err != nil {
+			c := *ze
+			c.Msg = ze.Err.Error()
+			ze = &c
+		}
+	} else if k, ok := err.(zx.Kind); ok {
+		ze = &zx.Error{Kind: k}
+	}
+	e := encoder{b}
+	e.b = append(e.b, uint8(ze.Kind))
+	e.str(ze.Op)
+	e.str(ze.Path)
+	e.str(ze.Msg)
+	return e.b
+}
+
+// ParseError decodes an FErr or FGoaway payload. Unknown kinds decode as
+// ErrOther, so old clients understand new servers.
+func ParseError(b []byte) (*zx.Error, error) {
+	d := decoder{b: b}
+	e := &zx.Error{Kind: zx.Kind(d.byte1())}
+	e.Op = d.str()
+	e.Path = d.str()
+	e.Msg = d.str()
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	if !e.Kind.Valid() {
+		e.Kind = zx.ErrOther
+	}
+	return e, nil
+}
+
+// AppendHello appends the encoding of h.
+func AppendHello(b []byte, h *Hello) []byte {
+	e := encoder{b}
+	e.b = append(e.b, "zx"...)
+	e.uvarint(h.Version)
+	e.uvarint(h.MaxStreams)
+	e.uvarint(uint64(len(h.Features)))
+	for _, f := range h.Features {
+		e.str(f)
+	}
+	return e.b
+}
+
+// ParseHello decodes an FHello payload.
+func ParseHello(b []byte) (*Hello, error) {
+	if len(b) < 2 || string(b[:2]) != "zx" {
+		return nil, zx.E(zx.ErrProtocol, "hello", "", "not a zx peer")
+	}
+	d := decoder{b: b[2:]}
+	h := &Hello{Version: d.uvarint(), MaxStreams: d.uvarint()}
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("feature count larger than its message")
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		h.Features = append(h.Features, d.str())
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// AppendEvent appends the encoding of a change notice.
+func AppendEvent(b []byte, ev *Event) []byte {
+	e := encoder{b}
+	e.b = append(e.b, ev.Kind)
+	e.str(ev.From)
+	e.dir(ev.Dir)
+	return e.b
+}
+
+// ParseEvent decodes an FEvent payload.
+func ParseEvent(b []byte) (*Event, error) {
+	d := decoder{b: b}
+	ev := &Event{Kind: d.byte1(), From: d.str(), Dir: d.dir()}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// AppendWindow appends an FWindow payload.
+func AppendWindow(b []byte, inc uint32) []byte { return binary.LittleEndian.AppendUint32(b, inc) }
+
+// ParseWindow decodes an FWindow payload.
+func ParseWindow(b []byte) (uint32, error) {
+	if len(b) != 4 {
+		return 0, zx.E(zx.ErrProtocol, "window", "", "bad window update")
+	}
+	v := binary.LittleEndian.Uint32(b)
+	if v == 0 {
+		return 0, zx.E(zx.ErrProtocol, "window", "", "zero window increment")
+	}
+	return v, nil
+}

@@ -1,0 +1,336 @@
+package wan
+
+import (
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxChunk is the most the reader takes from a socket at once.
+const maxChunk = 64 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, maxChunk); return &b }}
+
+// conn is one proxied connection: a is the accepted side, b the dialed one.
+type conn struct {
+	p    *Proxy
+	a, b net.Conn
+	done chan struct{} // closed on teardown
+	once sync.Once
+	wg   sync.WaitGroup // the four goroutines of the two directions
+}
+
+// abortConn closes c with an RST rather than a FIN.
+func abortConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// abort tears the connection down abruptly (RST on both sides).
+func (c *conn) abort() {
+	c.once.Do(func() {
+		abortConn(c.a)
+		abortConn(c.b)
+		close(c.done)
+	})
+}
+
+// finish closes both sides normally once both directions are done.
+func (c *conn) finish() {
+	c.once.Do(func() {
+		c.a.Close()
+		c.b.Close()
+		close(c.done)
+	})
+}
+
+// chunk is data read from one side, waiting for its release time.
+type chunk struct {
+	buf     *[]byte // nil for end of stream
+	n       int
+	release time.Time
+	paced   bool // release set by pacing behind the previous chunk
+}
+
+// dir is one direction of a connection: an emulated link from src to dst.
+type dir struct {
+	c        *conn
+	src, dst net.Conn
+	rd       reader // reads src with arrival times
+	count    *atomic.Int64
+
+	mu       sync.Mutex
+	q        []chunk // FIFO from q[head]
+	head     int
+	held     int64         // bytes in q, including the chunk being written
+	readable chan struct{} // signalled when a chunk is queued
+	space    chan struct{} // signalled when held decreases
+
+	// Reader only: the schedule.
+	prevRelease time.Time
+	prevLen     int
+
+	// Writer only.
+	sent  int64
+	timer *time.Timer
+}
+
+func newDir(c *conn, src, dst net.Conn, count *atomic.Int64) *dir {
+	return &dir{
+		c:        c,
+		src:      src,
+		dst:      dst,
+		rd:       newReader(src),
+		count:    count,
+		readable: make(chan struct{}, 1),
+		space:    make(chan struct{}, 1),
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// schedule returns the release time of n bytes arriving now under cfg, and
+// whether it was set by pacing. It is computed from the schedule only, never
+// from when the writer ran.
+func (d *dir) schedule(now time.Time, n int, cfg *Config) (time.Time, bool) {
+	rel := now.Add(cfg.RTT / 2)
+	paced := false
+	if !d.prevRelease.IsZero() {
+		next := d.prevRelease
+		if cfg.Rate > 0 {
+			next = next.Add(txTime(d.prevLen, cfg.Rate))
+		}
+		if next.After(rel) {
+			rel, paced = next, cfg.Rate > 0
+		}
+	}
+	d.prevRelease, d.prevLen = rel, n
+	return rel, paced
+}
+
+// room waits until the queue has room for a read and returns how many bytes
+// to read, or 0 if the connection is torn down.
+func (d *dir) room() int {
+	for {
+		cfg := d.c.p.cfg.Load()
+		limit, size := cfg.queueLimit(), int64(cfg.chunkSize())
+		need := min(size, max(limit/2, 1))
+		d.mu.Lock()
+		free := limit - d.held
+		d.mu.Unlock()
+		if free >= need {
+			return int(min(free, size))
+		}
+		select {
+		case <-d.space:
+		case <-d.c.done:
+			return 0
+		}
+	}
+}
+
+func (d *dir) push(ch chunk) {
+	d.mu.Lock()
+	d.q = append(d.q, ch)
+	d.held += int64(ch.n)
+	d.mu.Unlock()
+	signal(d.readable)
+}
+
+// pop returns the next chunk, waiting for one; false if torn down.
+func (d *dir) pop() (chunk, bool) {
+	for {
+		d.mu.Lock()
+		if d.head < len(d.q) {
+			ch := d.q[d.head]
+			d.q[d.head] = chunk{}
+			d.head++
+			if d.head == len(d.q) {
+				d.q, d.head = d.q[:0], 0
+			} else if d.head >= 1024 && 2*d.head >= len(d.q) {
+				n := copy(d.q, d.q[d.head:])
+				clear(d.q[n:])
+				d.q, d.head = d.q[:n], 0
+			}
+			d.mu.Unlock()
+			return ch, true
+		}
+		d.mu.Unlock()
+		select {
+		case <-d.readable:
+		case <-d.c.done:
+			return chunk{}, false
+		}
+	}
+}
+
+// done releases n bytes of the queue after they were written.
+func (d *dir) done(n int) {
+	d.mu.Lock()
+	d.held -= int64(n)
+	d.mu.Unlock()
+	signal(d.space)
+}
+
+// read is the reader goroutine: it reads chunks from src, stamps them and
+// queues them.
+func (d *dir) read() {
+	defer d.c.wg.Done()
+	for {
+		n := d.room()
+		if n == 0 {
+			return
+		}
+		buf := bufPool.Get().(*[]byte)
+		k, now, err := d.rd.read((*buf)[:n])
+		if k > 0 {
+			rel, paced := d.schedule(now, k, d.c.p.cfg.Load())
+			d.push(chunk{buf: buf, n: k, release: rel, paced: paced})
+		} else {
+			bufPool.Put(buf)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				// The end of stream travels like data.
+				rel, _ := d.schedule(now, 0, d.c.p.cfg.Load())
+				d.push(chunk{release: rel})
+			} else {
+				d.c.abort()
+			}
+			return
+		}
+	}
+}
+
+// write is the writer goroutine: it writes each chunk to dst at its release
+// time.
+func (d *dir) write() {
+	defer d.c.wg.Done()
+	d.timer = time.NewTimer(time.Hour)
+	d.timer.Stop()
+	defer d.timer.Stop()
+	for {
+		ch, ok := d.pop()
+		if !ok {
+			return
+		}
+		if !d.wait(ch.release, ch.paced) {
+			return
+		}
+		if ch.buf == nil {
+			if cw, ok := d.dst.(interface{ CloseWrite() error }); ok {
+				if cw.CloseWrite() != nil {
+					d.c.abort()
+				}
+			}
+			return
+		}
+		data := (*ch.buf)[:ch.n]
+		cut := false
+		if lim := d.c.p.cfg.Load().CutAfter; lim > 0 && d.sent+int64(len(data)) >= lim {
+			data = data[:max(0, lim-d.sent)]
+			cut = true
+		}
+		if len(data) > 0 {
+			k, err := d.dst.Write(data)
+			d.sent += int64(k)
+			d.count.Add(int64(k))
+			if err != nil {
+				d.c.abort()
+				return
+			}
+		}
+		d.done(ch.n)
+		bufPool.Put(ch.buf)
+		if cut {
+			d.c.p.cuts.Add(1)
+			d.c.abort()
+			return
+		}
+	}
+}
+
+// wait waits until release (or the end of a stall, if later); false if the
+// connection was torn down. Precise waits sleep until a margin before the
+// time and spin the rest; paced ones only sleep (see the package comment).
+func (d *dir) wait(release time.Time, paced bool) bool {
+	p := d.c.p
+	for {
+		t, precise := release, !paced
+		if s := p.stallEnd(); s.After(t) {
+			t, precise = s, false
+		}
+		now := time.Now()
+		left := t.Sub(now)
+		if left <= 0 {
+			return true
+		}
+		margin := p.clock.margin()
+		sleep := left
+		if precise {
+			sleep = left - margin
+			if sleep < time.Millisecond {
+				// Sub-millisecond sleeps are rounded up to a
+				// millisecond by the runtime: spin instead.
+				for time.Now().Before(t) {
+					runtime.Gosched()
+				}
+				continue // the stall may have moved
+			}
+		}
+		d.timer.Reset(sleep)
+		select {
+		case <-d.timer.C:
+		case <-d.c.done:
+			return false
+		}
+		if sleep >= time.Millisecond {
+			p.clock.observe(time.Since(now) - sleep)
+		}
+	}
+}
+
+// clock estimates how much timers overshoot, to choose the spin margin.
+type clock struct {
+	est atomic.Int64 // nanoseconds
+}
+
+const (
+	minMargin = 250 * time.Microsecond
+	maxMargin = 50 * time.Millisecond
+)
+
+func (c *clock) init() { c.est.Store(int64(time.Millisecond)) }
+
+// observe records one timer overshoot: the estimate jumps up to a new
+// worst case and decays slowly towards smaller ones.
+func (c *clock) observe(over time.Duration) {
+	o := max(int64(over), 0)
+	for {
+		old := c.est.Load()
+		nw := o
+		if o < old {
+			nw = old - (old-o)/32
+		}
+		if c.est.CompareAndSwap(old, nw) {
+			return
+		}
+	}
+}
+
+// margin returns how long before a release time to stop sleeping and spin.
+func (c *clock) margin() time.Duration {
+	m := time.Duration(c.est.Load())*3/2 + minMargin
+	return min(m, maxMargin)
+}

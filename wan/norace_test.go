@@ -1,0 +1,5 @@
+//go:build !race
+
+package wan
+
+const raceEnabled = false

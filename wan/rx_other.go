@@ -1,0 +1,7 @@
+//go:build !linux
+
+package wan
+
+import "net"
+
+func newReader(c net.Conn) reader { return plainReader{c} }
