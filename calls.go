@@ -25,6 +25,9 @@ func ReadFile(ctx context.Context, t Tree, path string) ([]byte, error) {
 		}
 		buf.Write(it.Data)
 	}
+	if err := ctx.Err(); err != nil {
+		return buf.Bytes(), Errorf("get", path, err)
+	}
 	return buf.Bytes(), nil
 }
 
@@ -38,6 +41,9 @@ func ReadDir(ctx context.Context, t Tree, path string) ([]Dir, error) {
 		if it.Dir != nil {
 			ds = append(ds, it.Dir)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return ds, Errorf("get", path, err)
 	}
 	return ds, nil
 }
