@@ -1,0 +1,478 @@
+// Package client is the zx client: a zx.Tree, zx.Finder and zx.Watcher
+// that speaks to a server over one multiplexed connection.
+//
+// Every call encodes its request and queues it on the connection in call
+// order, then returns; a goroutine per request turns the reply stream into
+// the call's channel. Requests therefore reach the server in the order they
+// were issued, and the server applies those on the same paths in that
+// order: a caller may pipeline any sequence of calls without waiting.
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/proto"
+)
+
+// DefaultPort is the port of a zx:// address that gives none.
+const DefaultPort = "5640"
+
+// Options configure a connection.
+type Options struct {
+	Mux         mux.Config
+	DialTimeout time.Duration // default 15s
+}
+
+// Conn is a connection to a zx server.
+type Conn struct {
+	mc   *mux.Conn
+	addr string
+}
+
+// Dial connects to a server at addr (host:port).
+func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 15 * time.Second
+	}
+	d := net.Dialer{Timeout: opts.DialTimeout, KeepAlive: -1}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, zx.Errorf("dial", addr, err)
+	}
+	return NewConn(nc, opts), nil
+}
+
+// NewConn runs the client protocol over an established connection.
+func NewConn(nc net.Conn, opts Options) *Conn {
+	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String()}
+}
+
+// Close closes the connection; requests in flight fail.
+func (c *Conn) Close() error { return c.mc.Close() }
+
+// Done is closed when the connection ends; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.mc.Done() }
+
+// Err returns why the connection ended, or nil.
+func (c *Conn) Err() error { return c.mc.Err() }
+
+// Ping measures one round trip to the server.
+func (c *Conn) Ping(ctx context.Context) (time.Duration, error) { return c.mc.Ping(ctx) }
+
+// RTT returns the round-trip time measured so far.
+func (c *Conn) RTT() time.Duration { return c.mc.RTT() }
+
+// Stats returns the connection's counters, including the round trips
+// callers waited for (see mux.Conn.Stats).
+func (c *Conn) Stats() mux.Stats { return c.mc.Stats() }
+
+// Addr returns the server's address.
+func (c *Conn) Addr() string { return c.addr }
+
+// Tree returns the named tree of the server ("" for its default tree). It
+// does not talk to the server: use Attach to check that the tree exists.
+func (c *Conn) Tree(name string) *Tree { return &Tree{c: c, name: name} }
+
+// Attach returns the named tree after checking with the server that it
+// exists and may be used.
+func (c *Conn) Attach(ctx context.Context, name string) (*Tree, error) {
+	t := c.Tree(name)
+	r := <-t.call(ctx, &proto.Request{Op: proto.OpAttach, Tree: name, Path: "/"})
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return t, nil
+}
+
+// Tree is a tree on a server.
+type Tree struct {
+	c    *Conn
+	name string
+}
+
+var (
+	_ zx.Tree    = (*Tree)(nil)
+	_ zx.Finder  = (*Tree)(nil)
+	_ zx.Watcher = (*Tree)(nil)
+)
+
+// Conn returns the tree's connection.
+func (t *Tree) Conn() *Conn { return t.c }
+
+func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags) (*mux.Stream, error) {
+	st, err := t.c.mc.Open(ctx, proto.AppendRequest(nil, req), flags)
+	if err != nil {
+		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)
+	}
+	return st, nil
+}
+
+// replyErr decodes an FErr message, adding the op and path when the server
+// gave none.
+func replyErr(op, path string, m mux.Msg) error {
+	e, err := proto.ParseError(m.Data)
+	if err != nil {
+		return zx.Errorf(op, path, err)
+	}
+	return zx.Errorf(op, path, e)
+}
+
+// call issues a request whose reply is one entry.
+func (t *Tree) call(ctx context.Context, req *proto.Request) <-chan zx.Reply {
+	rc := make(chan zx.Reply, 1)
+	st, err := t.open(ctx, req, 0)
+	if err != nil {
+		rc <- zx.Reply{Err: err}
+		return rc
+	}
+	go func() { rc <- t.one(ctx, st, req.Op, req.Path) }()
+	return rc
+}
+
+// one reads a one-entry reply.
+func (t *Tree) one(ctx context.Context, st *mux.Stream, opn uint8, path string) zx.Reply {
+	op := proto.OpName(opn)
+	var r zx.Reply
+	for {
+		m, err := st.Recv(ctx)
+		if err == io.EOF {
+			if r.Dir == nil && r.Err == nil {
+				r.Err = zx.E(zx.ErrProtocol, op, path, "empty reply")
+			}
+			return r
+		}
+		if err != nil {
+			return zx.Reply{Err: zx.Errorf(op, path, err)}
+		}
+		switch m.Type {
+		case proto.FErr:
+			if r.Err == nil {
+				r.Err = replyErr(op, path, m)
+			}
+		case proto.FDir:
+			d, err := proto.ParseDir(m.Data)
+			if err != nil {
+				r.Err = zx.Errorf(op, path, err)
+			} else if r.Dir == nil {
+				r.Dir = d
+			}
+		}
+	}
+}
+
+func (t *Tree) status(ctx context.Context, req *proto.Request) <-chan error {
+	ec := make(chan error, 1)
+	st, err := t.open(ctx, req, 0)
+	if err != nil {
+		ec <- err
+		return ec
+	}
+	go func() {
+		op := proto.OpName(req.Op)
+		var rerr error
+		for {
+			m, err := st.Recv(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				rerr = zx.Errorf(op, req.Path, err)
+				break
+			}
+			if m.Type == proto.FErr && rerr == nil {
+				rerr = replyErr(op, req.Path, m)
+			}
+		}
+		ec <- rerr
+	}()
+	return ec
+}
+
+// stream issues a request whose reply is a stream of items.
+func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFlags) <-chan zx.Item {
+	ic := make(chan zx.Item)
+	st, err := t.open(ctx, req, flags)
+	if err != nil {
+		go func() {
+			defer close(ic)
+			select {
+			case ic <- zx.Item{Err: err}:
+			case <-ctx.Done():
+			}
+		}()
+		return ic
+	}
+	go func() {
+		defer close(ic)
+		op := proto.OpName(req.Op)
+		for {
+			m, err := st.Recv(ctx)
+			if err == io.EOF {
+				return
+			}
+			var it zx.Item
+			if err != nil {
+				it.Err = zx.Errorf(op, req.Path, err)
+			} else {
+				switch m.Type {
+				case proto.FData:
+					if len(m.Data) == 0 {
+						continue
+					}
+					it.Data = m.Data
+				case proto.FDir:
+					it.Dir, it.Err = proto.ParseDir(m.Data)
+				case proto.FErr:
+					e, perr := proto.ParseError(m.Data)
+					if perr != nil {
+						it.Err = perr
+					} else {
+						it.Err = e
+						if e.Op == "" {
+							e.Op = op
+						}
+						if !m.End && e.Path != "" {
+							// An error about one entry; the stream goes on.
+							it.Dir = zx.Dir{zx.APath: e.Path, zx.AName: lastElem(e.Path)}
+						} else if e.Path == "" {
+							e.Path = req.Path
+						}
+					}
+				default:
+					it.Err = zx.E(zx.ErrProtocol, op, req.Path, fmt.Sprintf("unexpected message type %d", m.Type))
+				}
+			}
+			select {
+			case ic <- it:
+			case <-ctx.Done():
+				st.Cancel(ctx.Err())
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ic
+}
+
+func lastElem(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 && p != "/" {
+		return p[i+1:]
+	}
+	return p
+}
+
+// Stat implements zx.Tree.
+func (t *Tree) Stat(ctx context.Context, path string) <-chan zx.Reply {
+	return t.call(ctx, &proto.Request{Op: proto.OpStat, Tree: t.name, Path: path})
+}
+
+// Get implements zx.Tree.
+func (t *Tree) Get(ctx context.Context, path string, off, count int64) <-chan zx.Item {
+	return t.stream(ctx, &proto.Request{Op: proto.OpGet, Tree: t.name, Path: path, Off: off, Count: count}, 0)
+}
+
+// Put implements zx.Tree. Data is read and sent in the background while
+// the server writes it.
+func (t *Tree) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	req := &proto.Request{Op: proto.OpPut, Tree: t.name, Path: path, Dir: d, Off: off}
+	if data == nil {
+		return t.call(ctx, req)
+	}
+	rc := make(chan zx.Reply, 1)
+	st, err := t.open(ctx, req, mux.WithData)
+	if err != nil {
+		rc <- zx.Reply{Err: err}
+		return rc
+	}
+	go func() {
+		// The data reader may block: the reply must not wait for it when
+		// the request fails or is cancelled.
+		sent := make(chan error, 1)
+		go func() { sent <- sendData(ctx, st, data) }()
+		replied := make(chan zx.Reply, 1)
+		go func() { replied <- t.one(ctx, st, proto.OpPut, path) }()
+		select {
+		case serr := <-sent:
+			if serr != nil {
+				// The server must not keep a half-written file: cancel
+				// the request, which aborts the put.
+				st.Cancel(serr)
+				rc <- zx.Reply{Err: zx.Errorf("put", path, serr)}
+				return
+			}
+			rc <- <-replied
+		case r := <-replied:
+			rc <- r
+		}
+	}()
+	return rc
+}
+
+// sendData streams data on st and ends it. A server that ended the stream
+// early (an error) is not an error here: its reply says why.
+func sendData(ctx context.Context, st *mux.Stream, data io.Reader) error {
+	const chunk = 256 << 10
+	for {
+		buf := make([]byte, chunk)
+		n, rerr := io.ReadFull(data, buf)
+		if n > 0 {
+			if err := st.Send(ctx, proto.FData, buf[:n], false); err != nil {
+				if err == mux.ErrPeerEnded {
+					return nil
+				}
+				return err
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("reading data: %w", rerr)
+		}
+	}
+	if err := st.CloseSend(ctx); err != nil && err != mux.ErrPeerEnded {
+		return err
+	}
+	return nil
+}
+
+// Move implements zx.Tree.
+func (t *Tree) Move(ctx context.Context, from, to string) <-chan error {
+	return t.status(ctx, &proto.Request{Op: proto.OpMove, Tree: t.name, Path: from, To: to})
+}
+
+// Remove implements zx.Tree.
+func (t *Tree) Remove(ctx context.Context, path string) <-chan error {
+	return t.status(ctx, &proto.Request{Op: proto.OpRemove, Tree: t.name, Path: path})
+}
+
+// RemoveAll implements zx.Tree.
+func (t *Tree) RemoveAll(ctx context.Context, path string) <-chan error {
+	return t.status(ctx, &proto.Request{Op: proto.OpRemoveAll, Tree: t.name, Path: path})
+}
+
+// Wstat implements zx.Tree.
+func (t *Tree) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply {
+	return t.call(ctx, &proto.Request{Op: proto.OpWstat, Tree: t.name, Path: path, Dir: d})
+}
+
+// Find implements zx.Finder: one request, however large the tree.
+func (t *Tree) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	return t.stream(ctx, &proto.Request{Op: proto.OpFind, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
+}
+
+// FindGet implements zx.Finder.
+func (t *Tree) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	return t.stream(ctx, &proto.Request{Op: proto.OpFindGet, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
+}
+
+// Watch implements zx.Watcher. The watch is not counted as a round trip.
+func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
+	ec := make(chan zx.Event)
+	st, err := t.open(ctx, &proto.Request{Op: proto.OpWatch, Tree: t.name, Path: path}, mux.Uncounted)
+	go func() {
+		defer close(ec)
+		send := func(ev zx.Event) bool {
+			select {
+			case ec <- ev:
+				return true
+			case <-ctx.Done():
+				if st != nil {
+					st.Cancel(ctx.Err())
+				}
+				return false
+			}
+		}
+		if err != nil {
+			send(zx.Event{Err: err})
+			return
+		}
+		for {
+			m, err := st.Recv(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				send(zx.Event{Err: zx.Errorf("watch", path, err)})
+				return
+			}
+			var ev zx.Event
+			switch m.Type {
+			case proto.FEvent:
+				pe, perr := proto.ParseEvent(m.Data)
+				if perr != nil {
+					ev.Err = perr
+				} else {
+					ev = zx.Event{Kind: zx.EventKind(pe.Kind), Dir: pe.Dir, From: pe.From}
+				}
+			case proto.FErr:
+				ev.Err = replyErr("watch", path, m)
+			default:
+				continue
+			}
+			if !send(ev) {
+				return
+			}
+		}
+	}()
+	return ec
+}
+
+// Location is a parsed zx://HOST[:PORT]/PATH address. A first path
+// element "@NAME" names an exported tree other than the default one.
+type Location struct {
+	Addr string // host:port
+	Tree string // "" for the server's default tree
+	Path string // clean path in the tree
+}
+
+// ParseLocation parses a zx:// address.
+func ParseLocation(s string) (Location, error) {
+	if !strings.HasPrefix(s, "zx://") {
+		return Location{}, zx.E(zx.ErrInvalid, "", s, "not a zx:// address")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return Location{}, zx.E(zx.ErrInvalid, "", s, err.Error())
+	}
+	if u.Host == "" {
+		return Location{}, zx.E(zx.ErrInvalid, "", s, "no host in address")
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), DefaultPort)
+	}
+	p := u.Path
+	var tree string
+	if strings.HasPrefix(p, "/@") {
+		rest := p[2:]
+		tree, p, _ = strings.Cut(rest, "/")
+		p = "/" + p
+	}
+	p, err = zx.CleanPath(p)
+	if err != nil {
+		return Location{}, err
+	}
+	return Location{Addr: host, Tree: tree, Path: p}, nil
+}
+
+func (l Location) String() string {
+	s := "zx://" + l.Addr
+	if l.Tree != "" {
+		s += "/@" + l.Tree
+	}
+	if l.Path != "/" || l.Tree == "" {
+		s += l.Path
+	}
+	return s
+}

@@ -1,0 +1,421 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/proto"
+	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/wan"
+	"github.com/zxfs/zx/zxtest"
+)
+
+// serve starts a server for tr on loopback and returns its address. The
+// server is shut down when the test ends.
+func serve(t testing.TB, tr zx.Tree) string {
+	t.Helper()
+	srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// lag puts a WAN emulator in front of addr.
+func lag(t testing.TB, addr string, rtt time.Duration) string {
+	t.Helper()
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: rtt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p.Addr()
+}
+
+func dial(t testing.TB, addr string) *client.Conn {
+	t.Helper()
+	c, err := client.Dial(context.Background(), addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformanceOverNetwork(t *testing.T) {
+	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
+		return dial(t, serve(t, memfs.New())).Tree("")
+	}, zxtest.Options{})
+}
+
+// mkBig makes a tree of ndirs directories of nfiles files each.
+func mkBig(t testing.TB, tr zx.Tree, ndirs, nfiles int) {
+	t.Helper()
+	ctx := context.Background()
+	var rcs []<-chan zx.Reply
+	for d := range ndirs {
+		dir := fmt.Sprintf("/d%03d", d)
+		rcs = append(rcs, tr.Put(ctx, dir, zx.Dir{zx.AType: zx.TypeDir}, 0, nil))
+		for f := range nfiles {
+			name := fmt.Sprintf("%s/f%03d.c", dir, f)
+			if f%2 == 1 {
+				name = fmt.Sprintf("%s/f%03d.o", dir, f)
+			}
+			rcs = append(rcs, tr.Put(ctx, name, zx.Dir{zx.AType: zx.TypeFile}, 0, bytes.NewReader([]byte(name))))
+		}
+	}
+	for _, rc := range rcs {
+		if r := <-rc; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+}
+
+// TestFindRoundTrips checks the point of the protocol: walking a tree of
+// thousands of entries, and removing a thousand of them, costs a constant
+// number of round trips at 50 ms, not one per entry.
+func TestFindRoundTrips(t *testing.T) {
+	fs := memfs.New()
+	mkBig(t, fs, 40, 50) // 2,040 entries
+	c := dial(t, lag(t, serve(t, fs), 50*time.Millisecond))
+	tr := c.Tree("")
+	ctx := context.Background()
+
+	before := c.Stats().RoundTrips
+	n := 0
+	for it := range tr.Find(ctx, "/", "", "", "", 0) {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		n++
+	}
+	if n != 2041 {
+		t.Fatalf("find gave %d entries, want 2041", n)
+	}
+	if rt := c.Stats().RoundTrips - before; rt != 1 {
+		t.Fatalf("find of %d entries took %d round trips, want 1", n, rt)
+	}
+
+	// The paper's idiom: remove every *.o while the find streams.
+	before = c.Stats().RoundTrips
+	var errcs []<-chan error
+	for it := range tr.Find(ctx, "/", "~*.o", "", "", 0) {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		errcs = append(errcs, tr.Remove(ctx, it.Dir.Path()))
+	}
+	for _, ec := range errcs {
+		if err := <-ec; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(errcs) != 1000 {
+		t.Fatalf("removed %d files, want 1000", len(errcs))
+	}
+	if rt := c.Stats().RoundTrips - before; rt > 3 {
+		t.Fatalf("find and 1,000 removes took %d round trips, want at most 3", rt)
+	}
+	left := 0
+	for it := range tr.Find(ctx, "/", "~*.o", "", "", 0) {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		left++
+	}
+	if left != 0 {
+		t.Fatalf("%d .o files left", left)
+	}
+}
+
+// slowReader yields n bytes, then blocks until release is closed.
+type slowReader struct {
+	n       int
+	release chan struct{}
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		<-r.release
+		return 0, errors.New("writer vanished")
+	}
+	m := min(len(p), r.n)
+	for i := range m {
+		p[i] = 'x'
+	}
+	r.n -= m
+	return m, nil
+}
+
+// TestClientVanishesMidPut cuts the connection in the middle of a put: the
+// file must keep its old contents, with nothing half-written under its name.
+func TestClientVanishesMidPut(t *testing.T) {
+	fs := memfs.New()
+	ctx := context.Background()
+	if _, err := zx.WriteFile(ctx, fs, "/f", nil, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, fs)
+	c, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &slowReader{n: 1 << 20, release: make(chan struct{})}
+	defer close(r.release)
+	rc := c.Tree("").Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, r)
+	// Wait until the server has taken some data, then vanish.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().BytesOut < 1<<20 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Close()
+	if r := <-rc; r.Err == nil {
+		t.Fatal("put over a closed connection succeeded")
+	}
+	// The server notices, aborts the put, and the old file stays.
+	for time.Now().Before(deadline) {
+		data, err := zx.ReadFile(ctx, fs, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(data) != "old" {
+			t.Fatalf("after an interrupted put the file holds %d bytes, want the old contents", len(data))
+		}
+		ents, err := zx.ReadDir(ctx, fs, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 {
+			t.Fatalf("root has %d entries after an interrupted put, want 1", len(ents))
+		}
+		// Once the server has dropped the connection, a new client sees
+		// the same.
+		c2 := dial(t, addr)
+		if d, err := zx.Stat(ctx, c2.Tree(""), "/f"); err == nil && d.Size() == 3 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("server did not settle after the client vanished")
+}
+
+// TestStatDuringBulk: a small request is answered while a large transfer
+// on the same connection is under way, not after it.
+func TestStatDuringBulk(t *testing.T) {
+	fs := memfs.New()
+	ctx := context.Background()
+	const size = 1 << 30
+	if r := <-fs.Put(ctx, "/big", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: fmt.Sprint(size)}, 0, nil); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c := dial(t, serve(t, fs))
+	tr := c.Tree("")
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got int64
+	items := tr.Get(gctx, "/big", 0, -1)
+	for it := range items {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		got += int64(len(it.Data))
+		if got >= 8<<20 {
+			break
+		}
+	}
+	// The transfer is in full flow; a stat must not wait for it.
+	statc := tr.Stat(ctx, "/big")
+	for {
+		select {
+		case r := <-statc:
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if got > size/2 {
+				t.Fatalf("stat answered only after %d of %d bytes", got, size)
+			}
+			cancel()
+			for range items {
+			}
+			return
+		case it, ok := <-items:
+			if !ok {
+				t.Fatal("transfer ended before the stat was answered")
+			}
+			got += int64(len(it.Data))
+		}
+	}
+}
+
+// TestMalformedClientLeavesOthersServed sends garbage on one connection
+// while another client works.
+func TestMalformedClientLeavesOthersServed(t *testing.T) {
+	fs := memfs.New()
+	addr := serve(t, fs)
+	good := dial(t, addr)
+	ctx := context.Background()
+	for _, junk := range [][]byte{
+		[]byte("GET / HTTP/1.0\r\n\r\n"),
+		func() []byte { // oversized frame after a valid hello
+			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+			var h [proto.HeaderSize]byte
+			proto.PutHeader(h[:], proto.Header{Type: proto.FReq, Stream: 1, Len: 1 << 30})
+			return append(b, h[:]...)
+		}(),
+		func() []byte { // a request that does not decode
+			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+			return proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1, Flags: proto.FlagEnd}, []byte{proto.OpStat, 200})
+		}(),
+		func() []byte { // truncated frame, then the client vanishes
+			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+			f := proto.AppendFrame(nil, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpStat, Path: "/"}))
+			return append(b, f[:len(f)-3]...)
+		}(),
+	} {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(junk)
+		// The server answers with an error (a goaway, or an error reply)
+		// or closes; it never hangs on us.
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var hdr [proto.HeaderSize]byte
+		sawErr := false
+		for {
+			h, p, err := proto.ReadFrame(nc, hdr[:])
+			if err != nil {
+				break
+			}
+			if h.Type == proto.FGoaway || h.Type == proto.FErr {
+				if _, perr := proto.ParseError(p); perr != nil {
+					t.Fatalf("bad error payload: %v", perr)
+				}
+				sawErr = true
+				if h.Type == proto.FErr {
+					break
+				}
+			}
+		}
+		if !sawErr && len(junk) > 20 && junk[0] == proto.FHello && bytes.Count(junk, []byte{proto.FReq}) > 0 {
+			// The truncated frame case gets no answer: the server waits
+			// for the rest, and drops the connection when we close.
+		}
+		nc.Close()
+		if _, err := zx.Stat(ctx, good.Tree(""), "/"); err != nil {
+			t.Fatalf("good client after a bad one: %v", err)
+		}
+	}
+}
+
+func TestUnknownTree(t *testing.T) {
+	c := dial(t, serve(t, memfs.New()))
+	ctx := context.Background()
+	if _, err := c.Attach(ctx, "nosuch"); !errors.Is(err, zx.ErrNotExist) {
+		t.Fatalf("attach to a missing tree = %v, want ErrNotExist", err)
+	}
+	if _, err := c.Attach(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestShutdownDrains(t *testing.T) {
+	fs := memfs.New()
+	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	c := dial(t, l.Addr().String())
+	ctx := context.Background()
+	pr, pw := io.Pipe()
+	rc := c.Tree("").Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile}, 0, pr)
+	pw.Write([]byte("hello, "))
+	// Wait for the request to reach the server.
+	for c.Stats().BytesOut < 30 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var serr error
+	go func() {
+		defer wg.Done()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		serr = srv.Shutdown(sctx)
+	}()
+	pw.Write([]byte("world"))
+	pw.Close()
+	r := <-rc
+	if r.Err != nil {
+		t.Fatalf("put in flight during shutdown: %v (kind %d)", r.Err, zx.KindOf(r.Err))
+	}
+	wg.Wait()
+	if serr != nil {
+		t.Fatalf("shutdown: %v", serr)
+	}
+	data, _ := zx.ReadFile(ctx, fs, "/f")
+	if string(data) != "hello, world" {
+		t.Fatalf("file holds %q", data)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection still up after shutdown")
+	}
+}
+
+func TestParseLocation(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want client.Location
+		bad  bool
+	}{
+		{in: "zx://host/a/b", want: client.Location{Addr: "host:5640", Path: "/a/b"}},
+		{in: "zx://host:99/", want: client.Location{Addr: "host:99", Path: "/"}},
+		{in: "zx://host", want: client.Location{Addr: "host:5640", Path: "/"}},
+		{in: "zx://[::1]:7/x", want: client.Location{Addr: "[::1]:7", Path: "/x"}},
+		{in: "zx://h/@home/u/x", want: client.Location{Addr: "h:5640", Tree: "home", Path: "/u/x"}},
+		{in: "zx://h/@home", want: client.Location{Addr: "h:5640", Tree: "home", Path: "/"}},
+		{in: "zx://h/a/../../etc", bad: true},
+		{in: "http://h/a", bad: true},
+		{in: "zx:///a", bad: true},
+	} {
+		got, err := client.ParseLocation(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}

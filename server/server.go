@@ -1,0 +1,483 @@
+// Package server serves zx trees over connections.
+//
+// Each connection is a mux.Conn. The server takes its requests in the order
+// the client sent them and issues each to the tree at once, from one
+// goroutine, so the tree's ordering guarantee (requests touching the same
+// path take effect in the order issued) extends over the network: a client
+// may pipeline create → write → rename → remove without waiting. Replies
+// are pumped back by one goroutine per request, so a slow request never
+// delays others.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/pred"
+	"github.com/zxfs/zx/proto"
+)
+
+// DefaultPort is the TCP port zx servers listen on.
+const DefaultPort = "5640"
+
+// Config configures a Server.
+type Config struct {
+	Mux    mux.Config
+	Logger *slog.Logger // nil: discard
+}
+
+// Server serves a set of named trees.
+type Server struct {
+	trees   map[string]zx.Tree
+	defName string
+	cfg     Config
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// New returns a server for trees, keyed by name. Requests that name no tree
+// go to the tree named def.
+func New(trees map[string]zx.Tree, def string, cfg Config) (*Server, error) {
+	if _, ok := trees[def]; !ok {
+		return nil, fmt.Errorf("server: default tree %q is not among the trees", def)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mux.Logger == nil {
+		cfg.Mux.Logger = cfg.Logger
+	}
+	return &Server{
+		trees:     trees,
+		defName:   def,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+	}, nil
+}
+
+// TreeNames returns the names of the served trees, sorted.
+func (s *Server) TreeNames() []string {
+	var names []string
+	for n := range s.trees {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Serve accepts connections on l until Shutdown or Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errors.New("server: closed")
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.ServeConn(nc)
+		}()
+	}
+}
+
+// ServeConn serves one connection until it ends.
+func (s *Server) ServeConn(nc net.Conn) {
+	c := &conn{srv: s, mc: mux.Server(nc, s.cfg.Mux)}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		c.mc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.log.Info("connection", "remote", nc.RemoteAddr())
+	c.serve()
+	c.reqs.Wait()
+	c.mc.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.log.Info("connection ended", "remote", nc.RemoteAddr(), "err", c.mc.Err())
+}
+
+// Shutdown stops accepting connections and requests, lets the requests in
+// flight finish (watches are ended), and closes every connection. If ctx
+// ends first, it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.drain(ctx)
+		}()
+	}
+	wg.Wait()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close closes every listener and connection at once.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Shutdown(ctx)
+	s.wg.Wait()
+	return nil
+}
+
+type conn struct {
+	srv  *Server
+	mc   *mux.Conn
+	reqs sync.WaitGroup // requests in flight
+
+	mu       sync.Mutex
+	draining bool
+	watches  map[*mux.Stream]struct{}
+}
+
+// drain finishes a connection gracefully.
+func (c *conn) drain(ctx context.Context) {
+	c.mu.Lock()
+	c.draining = true
+	for st := range c.watches {
+		st.Cancel(zx.E(zx.ErrCanceled, "watch", "", "server shutting down"))
+	}
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() { c.reqs.Wait(); close(done) }()
+	select {
+	case <-done:
+		c.mc.Goaway(zx.E(zx.ErrIO, "", "", "server shutting down"))
+	case <-ctx.Done():
+	}
+	c.mc.Close()
+}
+
+func (c *conn) serve() {
+	for {
+		st, err := c.mc.Accept()
+		if err != nil {
+			return
+		}
+		// Requests are counted under c.mu so that drain, once it has set
+		// draining, waits for a count that can only fall.
+		c.mu.Lock()
+		draining := c.draining
+		if !draining {
+			c.reqs.Add(1)
+		}
+		c.mu.Unlock()
+		if draining {
+			go st.Send(st.Context(), proto.FErr, proto.AppendError(nil, zx.E(zx.ErrLimit, "", "", "server shutting down")), true)
+			continue
+		}
+		req, err := proto.ParseRequest(st.Request())
+		if err != nil {
+			go c.fail(st, err)
+			continue
+		}
+		c.dispatch(st, req)
+	}
+}
+
+// fail answers a stream with one error.
+func (c *conn) fail(st *mux.Stream, err error) {
+	defer c.reqs.Done()
+	st.Send(st.Context(), proto.FErr, proto.AppendError(nil, err), true)
+}
+
+func (c *conn) tree(name string) (zx.Tree, error) {
+	if name == "" {
+		name = c.srv.defName
+	}
+	t, ok := c.srv.trees[name]
+	if !ok {
+		return nil, zx.E(zx.ErrNotExist, "attach", name, "no tree named "+name)
+	}
+	return t, nil
+}
+
+// dispatch issues one request to its tree. It runs on the accept loop, so
+// requests reach the tree in the order they were sent; it must not block.
+func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
+	op := proto.OpName(req.Op)
+	ctx := st.Context()
+	t, err := c.tree(req.Tree)
+	if err == nil {
+		req.Path, err = zx.CleanPath(req.Path)
+		if err == nil && req.Op == proto.OpMove {
+			req.To, err = zx.CleanPath(req.To)
+		}
+	}
+	if err != nil {
+		go c.fail(st, zx.Errorf(op, req.Path, err))
+		return
+	}
+	switch req.Op {
+	case proto.OpAttach:
+		go c.reply(st, t.Stat(ctx, "/"))
+	case proto.OpStat:
+		go c.reply(st, t.Stat(ctx, req.Path))
+	case proto.OpWstat:
+		go c.reply(st, t.Wstat(ctx, req.Path, req.Dir))
+	case proto.OpPut:
+		var data io.Reader
+		if !st.RecvEnded() {
+			data = &streamReader{ctx: ctx, st: st}
+		}
+		go c.reply(st, t.Put(ctx, req.Path, req.Dir, req.Off, data))
+	case proto.OpMove:
+		go c.status(st, t.Move(ctx, req.Path, req.To))
+	case proto.OpRemove:
+		go c.status(st, t.Remove(ctx, req.Path))
+	case proto.OpRemoveAll:
+		go c.status(st, t.RemoveAll(ctx, req.Path))
+	case proto.OpGet:
+		go c.items(st, t.Get(ctx, req.Path, req.Off, req.Count))
+	case proto.OpFind, proto.OpFindGet:
+		var items <-chan zx.Item
+		if f, ok := t.(zx.Finder); ok {
+			if req.Op == proto.OpFind {
+				items = f.Find(ctx, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+			} else {
+				items = f.FindGet(ctx, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+			}
+		} else if req.Op == proto.OpFind {
+			items = pred.Find(ctx, t, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+		} else {
+			go c.fail(st, zx.E(zx.ErrNotSupp, op, req.Path, "tree cannot findget"))
+			return
+		}
+		go c.items(st, items)
+	case proto.OpWatch:
+		w, ok := t.(zx.Watcher)
+		if !ok {
+			go c.fail(st, zx.E(zx.ErrNotSupp, op, req.Path, "tree cannot watch"))
+			return
+		}
+		c.mu.Lock()
+		if c.watches == nil {
+			c.watches = make(map[*mux.Stream]struct{})
+		}
+		c.watches[st] = struct{}{}
+		c.mu.Unlock()
+		go c.events(st, w.Watch(ctx, req.Path))
+	default:
+		go c.fail(st, zx.E(zx.ErrNotSupp, op, req.Path, "unknown request"))
+	}
+}
+
+func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply) {
+	defer c.reqs.Done()
+	r := <-rc
+	ctx := st.Context()
+	if r.Err != nil {
+		st.Send(ctx, proto.FErr, proto.AppendError(nil, r.Err), true)
+		return
+	}
+	st.Send(ctx, proto.FDir, proto.AppendDir(nil, r.Dir), true)
+}
+
+func (c *conn) status(st *mux.Stream, ec <-chan error) {
+	defer c.reqs.Done()
+	err := <-ec
+	ctx := st.Context()
+	if err != nil {
+		st.Send(ctx, proto.FErr, proto.AppendError(nil, err), true)
+		return
+	}
+	st.Send(ctx, proto.FData, nil, true)
+}
+
+func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
+	defer c.reqs.Done()
+	ctx := st.Context()
+	var failed, ended bool
+	for it := range ic {
+		if failed || ended {
+			continue // drain, so the tree's goroutine ends
+		}
+		var err error
+		switch {
+		case it.Err != nil && it.Dir != nil && it.Dir.Path() != "":
+			// An error about one entry: the stream goes on.
+			err = st.Send(ctx, proto.FErr, proto.AppendError(nil, zx.Errorf("", it.Dir.Path(), it.Err)), false)
+		case it.Err != nil:
+			// The request failed: this is the last message.
+			err = st.Send(ctx, proto.FErr, proto.AppendError(nil, it.Err), true)
+			ended = true
+		case it.Dir != nil:
+			b := proto.AppendDir(nil, it.Dir)
+			if len(b) > proto.MaxPayload {
+				b = proto.AppendError(nil, zx.E(zx.ErrTooBig, "", it.Dir.Path(), "entry too large to send"))
+				err = st.Send(ctx, proto.FErr, b, false)
+			} else {
+				err = st.Send(ctx, proto.FDir, b, false)
+			}
+		case len(it.Data) > 0:
+			err = st.Send(ctx, proto.FData, it.Data, false)
+		}
+		if err != nil {
+			failed = true
+			st.Cancel(err)
+		}
+	}
+	if !failed && !ended {
+		st.Send(ctx, proto.FData, nil, true)
+	}
+}
+
+func (c *conn) events(st *mux.Stream, ec <-chan zx.Event) {
+	defer c.reqs.Done()
+	defer func() {
+		c.mu.Lock()
+		delete(c.watches, st)
+		c.mu.Unlock()
+	}()
+	ctx := st.Context()
+	var failed bool
+	for ev := range ec {
+		if failed {
+			continue
+		}
+		var err error
+		if ev.Err != nil {
+			err = st.Send(ctx, proto.FErr, proto.AppendError(nil, ev.Err), false)
+		} else {
+			err = st.Send(ctx, proto.FEvent, proto.AppendEvent(nil, &proto.Event{Kind: uint8(ev.Kind), From: ev.From, Dir: ev.Dir}), false)
+		}
+		if err != nil {
+			failed = true
+			st.Cancel(err)
+		}
+	}
+	if !failed {
+		st.Send(ctx, proto.FData, nil, true)
+	}
+}
+
+// streamReader reads a put's data from its stream.
+type streamReader struct {
+	ctx context.Context
+	st  *mux.Stream
+	buf []byte
+	err error
+}
+
+func (r *streamReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		m, err := r.st.Recv(r.ctx)
+		if err != nil {
+			r.err = err
+			continue
+		}
+		if m.Type != proto.FData {
+			r.err = zx.E(zx.ErrProtocol, "put", "", "put data stream holds a non-data message")
+			continue
+		}
+		r.buf = m.Data
+		if m.End {
+			r.err = io.EOF
+		}
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// WriteTo hands whole messages to w, saving a copy.
+func (r *streamReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if len(r.buf) > 0 {
+			m, err := w.Write(r.buf)
+			n += int64(m)
+			r.buf = r.buf[m:]
+			if err != nil {
+				return n, err
+			}
+		}
+		if r.err != nil {
+			if r.err == io.EOF {
+				return n, nil
+			}
+			return n, r.err
+		}
+		msg, err := r.st.Recv(r.ctx)
+		if err != nil {
+			r.err = err
+			continue
+		}
+		if msg.Type != proto.FData {
+			r.err = zx.E(zx.ErrProtocol, "put", "", "put data stream holds a non-data message")
+			continue
+		}
+		r.buf = msg.Data
+		if msg.End {
+			r.err = io.EOF
+		}
+	}
+}
