@@ -74,6 +74,11 @@ func (w *walker) walk(d zx.Dir, depth int) error {
 	if match {
 		nd := d.Clone()
 		nd[zx.APath] = vpath
+		if vpath != real {
+			// The name is always the last element of the path: it
+			// changes when the root of the walk is rewritten.
+			nd[zx.AName] = path.Base(vpath)
+		}
 		if !w.emit(zx.Item{Dir: nd}) {
 			return errStop
 		}
@@ -88,7 +93,7 @@ func (w *walker) walk(d zx.Dir, depth int) error {
 			return w.ctx.Err() // the error is likely the cancellation
 		default:
 		}
-		ed := zx.Dir{zx.APath: vpath, zx.AName: d[zx.AName]}
+		ed := zx.Dir{zx.APath: vpath, zx.AName: path.Base(vpath)}
 		if !w.emit(zx.Item{Dir: ed, Err: err}) {
 			return errStop
 		}
