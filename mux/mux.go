@@ -128,7 +128,7 @@ type Conn struct {
 	creditWake chan struct{}
 	peerHello  *proto.Hello
 	helloWait  chan struct{}
-	goaway     bool
+	goaway     []byte // a goaway frame, written after everything queued before it
 	pings      map[uint64]chan struct{}
 	pingSeq    uint64
 	rtts       [8]time.Duration
@@ -284,9 +284,8 @@ func (c *Conn) fail(err error) {
 // closes the connection once the frame is written (or after a second).
 func (c *Conn) Goaway(err error) {
 	c.mu.Lock()
-	if c.err == nil {
-		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err)))
-		c.goaway = true
+	if c.err == nil && c.goaway == nil {
+		c.goaway = proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err))
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -422,7 +421,7 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 		c.releaseSlot()
 		return nil, c.err
 	}
-	if c.goaway {
+	if c.goaway != nil {
 		c.mu.Unlock()
 		c.releaseSlot()
 		return nil, zx.E(zx.ErrIO, "", "", "connection is closing")
@@ -452,33 +451,42 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 	return s, nil
 }
 
+// preHelloStreams is how many streams a client may open before it knows
+// the server's limit: every server accepts at least that many.
+const preHelloStreams = 64
+
 // takeSlot waits until the server accepts one more stream.
 func (c *Conn) takeSlot(ctx context.Context) error {
-	c.mu.Lock()
-	slots := c.slots
-	c.mu.Unlock()
-	if slots == nil {
-		select {
-		case <-c.helloWait:
-		default:
-			// Before the server's hello, the protocol's minimum applies:
-			// no server accepts fewer than 64 streams.
-			return nil
-		}
+	for {
 		c.mu.Lock()
-		slots = c.slots
-		c.mu.Unlock()
-		if slots == nil {
+		slots := c.slots
+		hello := c.peerHello != nil
+		if !hello && len(c.streams) < preHelloStreams {
+			c.mu.Unlock()
 			return nil
 		}
-	}
-	select {
-	case slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return zx.Errorf("", "", ctx.Err())
-	case <-c.done:
-		return c.err
+		c.mu.Unlock()
+		if hello && slots == nil {
+			return nil // the server states no limit
+		}
+		if slots == nil {
+			select {
+			case <-c.helloWait:
+				continue
+			case <-ctx.Done():
+				return zx.Errorf("", "", ctx.Err())
+			case <-c.done:
+				return c.err
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return zx.Errorf("", "", ctx.Err())
+		case <-c.done:
+			return c.err
+		}
 	}
 }
 
@@ -503,9 +511,8 @@ var ErrPeerEnded = errPeerEnded
 func (c *Conn) protocolError(err error) {
 	c.log.Warn("protocol error", "remote", c.nc.RemoteAddr(), "err", err)
 	c.mu.Lock()
-	if c.err == nil {
-		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err)))
-		c.goaway = true
+	if c.err == nil && c.goaway == nil {
+		c.goaway = proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err))
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -641,10 +648,10 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 		c.protocolError(zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("stream %d opened twice", h.Stream)))
 		return
 	}
-	if len(c.streams) >= c.cfg.MaxStreams || c.goaway {
+	if len(c.streams) >= c.cfg.MaxStreams || c.goaway != nil {
 		// Refuse the stream right away; the client never sees it open.
 		msg := fmt.Sprintf("too many streams at once (limit %d)", c.cfg.MaxStreams)
-		if c.goaway {
+		if c.goaway != nil {
 			msg = "server is shutting down"
 		}
 		e := zx.E(zx.ErrLimit, "", "", msg)
@@ -786,7 +793,10 @@ func (c *Conn) writeLoop() {
 				fs.queued = false
 			}
 		}
-		goaway := c.goaway && len(ctrl) == 0 && fs == nil
+		var goaway []byte
+		if len(ctrl) == 0 && fs == nil {
+			goaway = c.goaway
+		}
 		c.mu.Unlock()
 
 		var err error
@@ -816,8 +826,14 @@ func (c *Conn) writeLoop() {
 			c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
 			return
 		}
-		if goaway {
-			// Everything, the goaway last, is written.
+		if goaway != nil {
+			// Everything queued before the goaway is written: now it.
+			_, err := c.nc.Write(goaway)
+			c.bytesOut.Add(int64(len(goaway)))
+			if err != nil {
+				c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
+				return
+			}
 			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
 				tc.CloseWrite()
 			}
