@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"strings"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/server"
+)
+
+// startServer serves a small source tree on loopback, as `zx serve` would.
+func startServer() (addr string, stop func()) {
+	fs := memfs.New()
+	ctx := context.Background()
+	for _, p := range []string{"/src", "/src/cmd", "/src/lib"} {
+		zx.Mkdir(ctx, fs, p, 0755)
+	}
+	for _, p := range []string{"/src/cmd/main.go", "/src/cmd/main.o", "/src/lib/lib.go", "/src/lib/lib.o", "/src/lib/util.o"} {
+		zx.WriteFile(ctx, fs, p, nil, []byte("contents of "+p+"\n"))
+	}
+	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(l)
+	return l.Addr().String(), func() { srv.Close() }
+}
+
+// The ZX paper's example: remove every object file under a tree with one
+// find, issuing the removes while the entries stream in, and checking their
+// errors only at the end. However large the tree, the program waits for
+// two round trips: one for the find, one for all the removes at once.
+func Example_removeObjectFiles() {
+	addr, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+
+	c, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	t := c.Tree("")
+
+	var removed []string
+	var errcs []<-chan error
+	for it := range t.Find(ctx, "/src", "~*.o", "", "", 0) {
+		if it.Err != nil {
+			log.Print(it.Err)
+			continue
+		}
+		removed = append(removed, it.Dir.Path())
+		errcs = append(errcs, t.Remove(ctx, it.Dir.Path()))
+	}
+	for _, ec := range errcs {
+		if err := <-ec; err != nil {
+			log.Print(err)
+		}
+	}
+	fmt.Println("removed:", strings.Join(removed, " "))
+	fmt.Println("round trips:", c.Stats().RoundTrips)
+
+	// What is left, again with one request.
+	for it := range t.Find(ctx, "/src", "type=-", "", "", 0) {
+		fmt.Println("left:", it.Dir.Path())
+	}
+	// Output:
+	// removed: /src/cmd/main.o /src/lib/lib.o /src/lib/util.o
+	// round trips: 2
+	// left: /src/cmd/main.go
+	// left: /src/lib/lib.go
+}
+
+// FindGet streams the matching files' contents with their entries: one
+// request reads a whole tree, as `zx grep` does.
+func ExampleTree_FindGet() {
+	addr, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	for it := range c.Tree("").FindGet(ctx, "/src", "~*.go", "", "", 0) {
+		switch {
+		case it.Err != nil:
+			log.Print(it.Err)
+		case it.Dir != nil:
+			fmt.Print(it.Dir.Path(), ": ")
+		default:
+			fmt.Print(string(it.Data))
+		}
+	}
+	// Output:
+	// /src/cmd/main.go: contents of /src/cmd/main.go
+	// /src/lib/lib.go: contents of /src/lib/lib.go
+}
+
+// A put creates a file with its mode and contents in one request, and
+// returns the final entry: no stat is needed afterwards.
+func ExampleTree_Put() {
+	addr, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	d := zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0", zx.AMode: "0600"}
+	r := <-c.Tree("").Put(ctx, "/notes.txt", d, 0, strings.NewReader("remember the milk\n"))
+	if r.Err != nil {
+		log.Fatal(r.Err)
+	}
+	fmt.Println(r.Dir.Path(), r.Dir.Size(), r.Dir[zx.AMode])
+	// Output:
+	// /notes.txt 18 0600
+}
