@@ -1,0 +1,83 @@
+package mux
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx/proto"
+	"github.com/zxfs/zx/wan"
+)
+
+// TestWindowGrowsToBDP sends through 20 ms of emulated latency: a window
+// fixed at its initial 256 KiB would cap the stream at 12.5 MiB/s; the
+// receiver must notice and grow it, without any configuration.
+func TestWindowGrowsToBDP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p, err := wan.Listen("127.0.0.1:0", l.Addr().String(), wan.Config{RTT: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sc := make(chan *Conn, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			sc <- nil
+			return
+		}
+		srv := Server(nc, Config{})
+		sc <- srv
+		for {
+			st, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			go sender(st)
+		}
+	}()
+	nc, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := Client(nc, Config{})
+	defer cli.Close()
+	srv := <-sc
+	if srv == nil {
+		t.Fatal("accept failed")
+	}
+	defer srv.Close()
+
+	ctx := context.Background()
+	if _, err := cli.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 96 << 20
+	st, err := cli.Open(ctx, request(n, 64<<10), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readAll(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, b, n)
+	st.rmu.Lock()
+	win := st.recvWin
+	st.rmu.Unlock()
+	cli.mu.Lock()
+	cwin := cli.recvWin
+	cli.mu.Unlock()
+	t.Logf("stream window grew to %d KiB, connection window to %d KiB", win>>10, cwin>>10)
+	if win < 16*proto.InitialStreamWindow {
+		t.Fatalf("stream window is %d bytes after %d MiB at 20 ms: it did not grow toward the bandwidth-delay product", win, n>>20)
+	}
+	if cwin <= proto.InitialConnWindow {
+		t.Fatalf("connection window did not grow: %d bytes", cwin)
+	}
+}
