@@ -108,6 +108,11 @@ var (
 func (t *Tree) Conn() *Conn { return t.c }
 
 func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags) (*mux.Stream, error) {
+	if err := ctx.Err(); err != nil {
+		// Not sent at all, so certainly not applied. (A request cancelled
+		// once sent may or may not have taken effect.)
+		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)
+	}
 	st, err := t.c.mc.Open(ctx, proto.AppendRequest(nil, req), flags)
 	if err != nil {
 		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/memfs"
 	"github.com/zxfs/zx/proto"
 	"github.com/zxfs/zx/server"
@@ -65,6 +66,19 @@ func dial(t testing.TB, addr string) *client.Conn {
 func TestConformanceOverNetwork(t *testing.T) {
 	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
 		return dial(t, serve(t, memfs.New())).Tree("")
+	}, zxtest.Options{})
+}
+
+// TestConformanceOverNetworkToDisk runs the suite through the whole stack:
+// client, TCP, server, local disk.
+func TestConformanceOverNetworkToDisk(t *testing.T) {
+	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
+		fs, err := lfs.New(t.TempDir(), lfs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fs.Close() })
+		return dial(t, serve(t, fs)).Tree("")
 	}, zxtest.Options{})
 }
 

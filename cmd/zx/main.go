@@ -1,0 +1,122 @@
+// Command zx is the command-line client and server of the zx network file
+// system: it serves local directories (zx serve), emulates a slow link for
+// experiments (zx lag), and reads and writes remote trees with one request
+// per operation, however many files it touches (zx find, get, put, rm,
+// grep ...). Run "zx help" for the list of commands; docs/cli.md describes
+// every command, its flags and its exit codes.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit codes, stable: scripts depend on them.
+const (
+	exitOK    = 0 // success (grep: some line matched)
+	exitFail  = 1 // an operation failed (grep: nothing matched)
+	exitUsage = 2 // bad usage (grep: an error)
+)
+
+// A command is one subcommand of zx.
+type command struct {
+	name    string
+	args    string // usage after "zx NAME"
+	summary string // one line, for the command list
+	help    string // one paragraph
+	example string
+	run     func(args []string) int
+}
+
+// commands returns the table of subcommands, in the order "zx help" lists
+// them: the only table of commands, which dispatch and help both read.
+// Each entry comes from a function in the command's own file.
+func commands() []command {
+	return []command{
+		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
+		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
+		wstatCommand(), grepCommand(), demoCommand(), versionCommand(), helpCommand(),
+	}
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(os.Stdout)
+		return exitOK
+	case "-version", "--version":
+		name = "version"
+	}
+	c, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "zx: unknown command %q; run 'zx help' for the list of commands\n", name)
+		return exitUsage
+	}
+	return c.run(args[1:])
+}
+
+// usage prints the list of commands.
+func usage(w io.Writer) {
+	fmt.Fprint(w, "zx is a network file system for high-latency links.\n\nUsage:\n\n\tzx COMMAND [ARGUMENTS]\n\nCommands:\n\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nLocations are zx://HOST[:PORT]/PATH (default port 5640), or\n"+
+		"zx://HOST[:PORT]/@TREE/PATH for a tree other than the server's default one.\n\n"+
+		"Run 'zx help COMMAND' (or 'zx COMMAND -h') for the flags of a command.\n")
+}
+
+func helpCommand() command {
+	return command{
+		name:    "help",
+		args:    "[COMMAND]",
+		summary: "show the list of commands, or the help of one",
+		help:    "Help prints the list of commands, or, given a command name, that command's usage, description, flags and an example.",
+		example: "zx help get",
+		run:     runHelp,
+	}
+}
+
+func runHelp(args []string) int {
+	c := helpCommand()
+	fs := newFlagSet(c)
+	rest, code := parseFlags(fs, c, args)
+	if code >= 0 {
+		return code
+	}
+	switch len(rest) {
+	case 0:
+		usage(os.Stdout)
+		return exitOK
+	case 1:
+		h, ok := lookup(rest[0])
+		if !ok {
+			fmt.Fprintf(os.Stderr, "zx help: unknown command %q; run 'zx help' for the list of commands\n", rest[0])
+			return exitUsage
+		}
+		// Running the command with -h prints its help from its own
+		// flag set, so the flags listed are the ones it parses.
+		return h.run([]string{"-h"})
+	}
+	return usageError(c, "too many arguments")
+}

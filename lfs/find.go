@@ -1,0 +1,314 @@
+package lfs
+
+import (
+	"context"
+	"path"
+	"runtime"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/pred"
+)
+
+// Find walks the tree at path and sends the entries for which pred is
+// true, as zx.Finder says. It waits for earlier writes under path and then
+// lets later requests run while it walks.
+func (f *FS) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	return f.find(ctx, "find", path, pred, spref, dpref, depth0, false)
+}
+
+// FindGet is Find that also sends the data of each matching regular file
+// after its entry.
+func (f *FS) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	return f.find(ctx, "findget", path, pred, spref, dpref, depth0, true)
+}
+
+func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+	p, err := f.check(opn, fpath, false)
+	if err != nil {
+		return items(err)
+	}
+	pp, err := pred.Parse(pr)
+	if err != nil {
+		return items(zx.Errorf(opn, p, err))
+	}
+	op := f.q.Enter(false, p)
+	c := make(chan zx.Item)
+	go func() {
+		defer close(c)
+		err := op.Wait(ctx)
+		op.Done()
+		if err != nil {
+			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
+			return
+		}
+		root, err := f.stat(p)
+		if err != nil {
+			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
+			return
+		}
+		w := &walker{f: f}
+		if !get && readDirHook == nil {
+			w.prefetching()
+		}
+		defer w.close()
+		// Entries come with their paths rewritten; realPath maps them
+		// back for FindGet: a file's real directory is open in w.
+		realPath := func(q string) string {
+			for _, r := range []string{zx.Reprefix(q, dpref, spref), q} {
+				if zx.Reprefix(r, spref, dpref) == q && zx.HasPrefix(r, p) && (r == p || w.has(path.Dir(r))) {
+					return r
+				}
+			}
+			return ""
+		}
+		emit := func(it zx.Item) bool {
+			if !send(ctx, c, it) {
+				return false
+			}
+			if !get || it.Err != nil || it.Dir == nil || it.Dir.Type() != zx.TypeFile {
+				return true
+			}
+			err := zx.E(zx.ErrIO, "", "", "lost the file's path")
+			if rp := realPath(it.Dir.Path()); rp != "" {
+				err = w.sendFile(ctx, c, rp)
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			if err != nil {
+				d := zx.Dir{zx.APath: it.Dir.Path(), zx.AName: it.Dir.Name()}
+				return send(ctx, c, zx.Item{Dir: d, Err: errf(opn, it.Dir.Path(), err)})
+			}
+			return true
+		}
+		err = pred.Walk(ctx, root, pp, spref, dpref, depth0, w.readDir, emit)
+		if err != nil && ctx.Err() == nil {
+			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
+		}
+	}()
+	return c
+}
+
+// walker reads directories for a walk, keeping open the descriptors of
+// the directories on the way down, so that each directory is opened once,
+// relative to its parent.
+//
+// For Find, it also reads ahead: when the walk reads a directory, workers
+// (one per CPU) start reading its subdirectories, which the walk will want
+// next, so that the system calls for several directories (fstatat and
+// listxattrat per entry) run in parallel. Work is taken last in, first
+// out, with each directory's subdirectories pushed in reverse, which is
+// the order of the walk.
+type walker struct {
+	f     *FS
+	stack []openDir // each an ancestor of the next
+
+	mu      sync.Mutex // guards pre, todo, workers
+	cond    *sync.Cond
+	pre     map[string]*prefetch
+	todo    []*prefetch
+	workers int
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// maxAhead bounds the directories read ahead and not yet walked.
+const maxAhead = 256
+
+type prefetch struct {
+	path    string
+	started bool // guarded by walker.mu
+	done    chan struct{}
+	ents    []zx.Dir
+	err     error
+}
+
+func (w *walker) prefetching() {
+	w.pre = make(map[string]*prefetch)
+	w.cond = sync.NewCond(&w.mu)
+}
+
+// ahead queues the subdirectories among ents for reading.
+func (w *walker) ahead(ents []zx.Dir) {
+	if w.pre == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(w.todo)
+	for _, d := range ents {
+		if len(w.pre) >= maxAhead {
+			break
+		}
+		if d[zx.AType] != zx.TypeDir {
+			continue
+		}
+		pf := &prefetch{path: d[zx.APath], done: make(chan struct{})}
+		w.pre[pf.path] = pf
+		w.todo = append(w.todo, pf)
+	}
+	slices.Reverse(w.todo[n:])
+	for w.workers < runtime.GOMAXPROCS(0) && len(w.todo) > 0 {
+		w.workers++
+		w.wg.Go(w.work)
+	}
+	w.cond.Broadcast()
+}
+
+func (w *walker) work() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for len(w.todo) == 0 && !w.stopped {
+			w.cond.Wait()
+		}
+		if w.stopped {
+			return
+		}
+		pf := w.todo[len(w.todo)-1]
+		w.todo = w.todo[:len(w.todo)-1]
+		pf.started = true
+		w.mu.Unlock()
+		fd, err := openBeneath(w.f.rootfd, pf.path[1:], unix.O_RDONLY|unix.O_DIRECTORY)
+		if err == nil {
+			pf.ents, err = w.f.readDir(fd, pf.path)
+			unix.Close(fd)
+		}
+		pf.err = err
+		close(pf.done)
+		w.mu.Lock()
+	}
+}
+
+// take returns the entries read ahead for p, if any.
+func (w *walker) take(p string) ([]zx.Dir, bool) {
+	if w.pre == nil {
+		return nil, false
+	}
+	w.mu.Lock()
+	pf := w.pre[p]
+	delete(w.pre, p)
+	if pf != nil && !pf.started {
+		// Not started yet: read it here rather than wait.
+		if i := slices.Index(w.todo, pf); i >= 0 {
+			w.todo = slices.Delete(w.todo, i, i+1)
+		}
+		w.mu.Unlock()
+		return nil, false
+	}
+	w.mu.Unlock()
+	if pf == nil {
+		return nil, false
+	}
+	<-pf.done
+	return pf.ents, pf.err == nil
+}
+
+type openDir struct {
+	path string
+	fd   dirfd
+}
+
+// dir returns a descriptor for the directory at clean path p, owned by w.
+func (w *walker) dir(p string) (int, error) {
+	for len(w.stack) > 0 {
+		top := w.stack[len(w.stack)-1]
+		if zx.HasPrefix(p, top.path) {
+			if top.path == p {
+				return top.fd.fd, nil
+			}
+			break
+		}
+		top.fd.close()
+		w.stack = w.stack[:len(w.stack)-1]
+	}
+	var d dirfd
+	if len(w.stack) == 0 {
+		var err error
+		if d, err = w.f.openDir(p); err != nil {
+			return -1, err
+		}
+	} else {
+		top := w.stack[len(w.stack)-1]
+		rel := p[len(top.path)+1:]
+		if top.path == "/" {
+			rel = p[1:]
+		}
+		fd, err := openBeneath(top.fd.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			if err == unix.ELOOP {
+				err = unix.ENOTDIR
+			}
+			return -1, err
+		}
+		d = dirfd{fd: fd, own: true}
+	}
+	w.stack = append(w.stack, openDir{path: p, fd: d})
+	return d.fd, nil
+}
+
+// readDirHook, when set by tests, is called before a walk reads a
+// directory, and may make the read fail. It turns reading ahead off.
+var readDirHook func(p string) error
+
+// readDir returns the entries of the directory at p.
+func (w *walker) readDir(p string) ([]zx.Dir, error) {
+	if readDirHook != nil {
+		if err := readDirHook(p); err != nil {
+			return nil, err
+		}
+	}
+	if ds, ok := w.take(p); ok {
+		w.ahead(ds)
+		return ds, nil
+	}
+	fd, err := w.dir(p)
+	if err != nil {
+		return nil, errf("find", p, err)
+	}
+	ds, err := w.f.readDir(fd, p)
+	if err != nil {
+		return nil, errf("find", p, err)
+	}
+	w.ahead(ds)
+	return ds, nil
+}
+
+// sendFile sends the contents of the regular file at p.
+func (w *walker) sendFile(ctx context.Context, c chan<- zx.Item, p string) error {
+	fd, err := w.dir(path.Dir(p))
+	if err != nil {
+		return err
+	}
+	return w.f.sendFile(ctx, c, fd, path.Base(p), 0, -1)
+}
+
+// has reports whether the directory at p is open in w.
+func (w *walker) has(p string) bool {
+	for _, d := range w.stack {
+		if d.path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// close releases w's descriptors, after its workers are done (they use
+// the root's descriptor, which must stay open while they run).
+func (w *walker) close() {
+	if w.cond != nil {
+		w.mu.Lock()
+		w.stopped = true
+		w.cond.Broadcast()
+		w.mu.Unlock()
+		w.wg.Wait()
+	}
+	for _, d := range w.stack {
+		d.fd.close()
+	}
+	w.stack = nil
+}

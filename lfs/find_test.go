@@ -1,0 +1,117 @@
+package lfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+)
+
+func TestFindGet(t *testing.T) {
+	f, dir := newFS(t, Options{})
+	ctx := t.Context()
+	os.MkdirAll(filepath.Join(dir, "src/a/b"), 0755)
+	os.WriteFile(filepath.Join(dir, "src/a/x.go"), []byte("package x"), 0644)
+	os.WriteFile(filepath.Join(dir, "src/a/b/y.go"), []byte("package y"), 0644)
+	os.WriteFile(filepath.Join(dir, "src/a/b/z.txt"), []byte("z"), 0644)
+	os.WriteFile(filepath.Join(dir, "src/w.go"), []byte("package w"), 0644)
+	os.Symlink("/etc/passwd", filepath.Join(dir, "src/a/pw.go"))
+	var got []string
+	for it := range f.FindGet(ctx, "/src", "~*.go", "/src", "/mnt/s", 3) {
+		switch {
+		case it.Err != nil:
+			t.Fatal(it.Err)
+		case it.Dir != nil:
+			got = append(got, it.Dir.Path()+":"+it.Dir.Type())
+		default:
+			got = append(got, string(it.Data))
+		}
+	}
+	want := "/mnt/s/a/pw.go:l /mnt/s/a/x.go:- package x /mnt/s/a/b/y.go:- package y /mnt/s/w.go:- package w"
+	// Directories come before their contents, names sorted: b < pw.go < x.go.
+	want = "/mnt/s/a/b/y.go:- package y /mnt/s/a/pw.go:l /mnt/s/a/x.go:- package x /mnt/s/w.go:- package w"
+	if s := strings.Join(got, " "); s != want {
+		t.Fatalf("findget:\n got %s\nwant %s", s, want)
+	}
+	// Find of a file, with the root rewritten.
+	got = nil
+	for it := range f.FindGet(ctx, "/src/w.go", "", "/", "/r", 1) {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		if it.Dir != nil {
+			got = append(got, it.Dir.Path())
+		} else {
+			got = append(got, string(it.Data))
+		}
+	}
+	if s := strings.Join(got, " "); s != "/r/src/w.go package w" {
+		t.Fatalf("findget of a file: %s", s)
+	}
+	// Bad predicate.
+	for it := range f.Find(ctx, "/", "size >", "", "", 0) {
+		if !errors.Is(it.Err, zx.ErrInvalid) {
+			t.Fatalf("bad predicate: %v", it.Err)
+		}
+	}
+}
+
+// TestFindErrors checks that a directory that cannot be read is reported
+// in-band and the walk goes on.
+func TestFindErrors(t *testing.T) {
+	f, dir := newFS(t, Options{})
+	for _, d := range []string{"a", "b", "c"} {
+		os.MkdirAll(filepath.Join(dir, d), 0755)
+		os.WriteFile(filepath.Join(dir, d, "f"), nil, 0644)
+	}
+	readDirHook = func(p string) error {
+		if p == "/b" {
+			os.RemoveAll(filepath.Join(dir, "b")) // vanished after listing
+		}
+		return nil
+	}
+	defer func() { readDirHook = nil }()
+	var got []string
+	for it := range f.Find(t.Context(), "/", "", "", "", 0) {
+		s := it.Dir.Path()
+		if it.Err != nil {
+			if !errors.Is(it.Err, zx.ErrNotExist) {
+				t.Fatalf("error %v", it.Err)
+			}
+			s = "ERR " + s
+		}
+		got = append(got, s)
+	}
+	if s := strings.Join(got, " "); s != "/ /a /a/f /b ERR /b /c /c/f" {
+		t.Fatalf("find: %s", s)
+	}
+}
+
+// BenchmarkFindGoSrc measures how fast Find streams the entries of Go's
+// source tree.
+func BenchmarkFindGoSrc(b *testing.B) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	f, err := New(src, Options{ReadOnly: true})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	n := 0
+	start := time.Now()
+	for b.Loop() {
+		for it := range f.Find(b.Context(), "/", "", "", "", 0) {
+			if it.Err != nil {
+				b.Fatal(it.Err)
+			}
+			n++
+		}
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(n)/el.Seconds(), "entries/s")
+	b.ReportMetric(float64(n)/float64(b.N), "entries/op")
+}

@@ -1,0 +1,426 @@
+package lfs
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+)
+
+// Put creates or updates path and writes data to it, as zx.Tree says.
+//
+// A Put that creates a regular file, or sets its "size" to 0, builds the
+// new file aside (see the package comment) and renames it into place when
+// all data is in; it replaces the file's inode, so other hard links to the
+// old file keep the old contents. Any other Put to a file writes in place.
+// New files get mode 0644 and new directories 0755 unless d says otherwise,
+// whatever the umask. Put of a symbolic link (type "l", "target") ignores
+// "mode", as links have none, and fails with ErrExist if a link with
+// another target is there. Fifos, sockets and devices (with "rdev") are
+// made with mknodat; devices need privilege (ErrNotPermit otherwise).
+func (f *FS) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	p, err := f.check("put", path, true)
+	if err != nil {
+		return reply(nil, err)
+	}
+	a, err := parseAttrs("put", p, d)
+	if err != nil {
+		return reply(nil, err)
+	}
+	op := f.q.Enter(true, p)
+	c := make(chan zx.Reply, 1)
+	go func() {
+		defer close(c)
+		if err := op.Wait(ctx); err != nil {
+			op.Done()
+			c <- zx.Reply{Err: errf("put", p, err)}
+			return
+		}
+		nd, err := f.put(ctx, p, a, off, data)
+		op.Done()
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			c <- zx.Reply{Err: errf("put", p, err)}
+			return
+		}
+		c <- zx.Reply{Dir: nd}
+	}()
+	return c
+}
+
+func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Reader) (zx.Dir, error) {
+	pd, name, err := f.openParent(p)
+	if err != nil {
+		return nil, err
+	}
+	defer pd.close()
+	var st unix.Stat_t
+	exists := true
+	if err := lstat(pd.fd, name, &st); err != nil {
+		if err != unix.ENOENT {
+			return nil, err
+		}
+		exists = false
+	}
+	hasData := data != nil
+	typ := a.typ
+	if exists {
+		cur := typeOf(st.Mode)
+		switch {
+		case a.excl:
+			return nil, zx.ErrExist
+		case cur == zx.TypeDir && (typ != "" && typ != zx.TypeDir || hasData || a.size >= 0):
+			return nil, zx.ErrIsDir
+		case typ != "" && typ != cur:
+			return nil, zx.ErrExist
+		case cur == zx.TypeLink && a.target != nil && *a.target != linkTarget(pd.fd, name):
+			return nil, zx.ErrExist
+		case cur == zx.TypeLink && (hasData || a.size >= 0):
+			return nil, e(zx.ErrInvalid, "", "", "is a symbolic link")
+		case cur != zx.TypeFile && cur != zx.TypeDir && (hasData || a.size >= 0):
+			return nil, e(zx.ErrInvalid, "", "", "not a regular file")
+		}
+		typ = cur
+	} else {
+		switch {
+		case typ == "":
+			return nil, zx.ErrNotExist
+		case typ == zx.TypeDir && (hasData || a.size >= 0):
+			return nil, zx.ErrIsDir
+		case typ == zx.TypeLink && a.target == nil:
+			return nil, e(zx.ErrInvalid, "", "", "link without target")
+		case typ != zx.TypeFile && typ != zx.TypeDir && (hasData || a.size >= 0):
+			return nil, e(zx.ErrInvalid, "", "", "data for a "+typ+" entry")
+		}
+		if isTemp(name) {
+			return nil, e(zx.ErrInvalid, "", "", "reserved name")
+		}
+	}
+	if typ == zx.TypeFile {
+		if !exists || a.size == 0 {
+			return f.replace(ctx, pd.fd, name, p, a, exists, &st, off, data)
+		}
+		return f.update(ctx, pd.fd, name, p, a, &st, off, data)
+	}
+	if !exists {
+		if err := f.mknod(pd.fd, name, typ, a); err != nil {
+			return nil, err
+		}
+		if err := lstat(pd.fd, name, &st); err != nil {
+			return nil, err
+		}
+		if a.mode < 0 && typ != zx.TypeLink {
+			a.mode = 0644
+			if typ == zx.TypeDir {
+				a.mode = 0755
+			}
+		}
+	}
+	if err := f.setMeta(a, pd.fd, name, &st); err != nil {
+		return nil, err
+	}
+	if err := a.setTimes(pd.fd, name, false); err != nil {
+		return nil, err
+	}
+	return f.statAt(pd.fd, name, p)
+}
+
+// linkTarget returns the target of the link name in dfd, or "".
+func linkTarget(dfd int, name string) string {
+	t, _ := readlink(dfd, name)
+	return t
+}
+
+// statAt returns the entry name in dfd, whose path is p.
+func (f *FS) statAt(dfd int, name, p string) (zx.Dir, error) {
+	var st unix.Stat_t
+	if err := lstat(dfd, name, &st); err != nil {
+		return nil, err
+	}
+	return f.entry(dfd, name, p, &st, nil)
+}
+
+// mknod creates name in dfd with type typ (not a regular file).
+func (f *FS) mknod(dfd int, name, typ string, a *attrs) error {
+	switch typ {
+	case zx.TypeDir:
+		return unix.Mkdirat(dfd, name, 0700)
+	case zx.TypeLink:
+		return unix.Symlinkat(*a.target, dfd, name)
+	case zx.TypeCharDev, zx.TypeBlkDev:
+		var dev uint64
+		if a.rdev != nil {
+			dev = *a.rdev
+		}
+		return unix.Mknodat(dfd, name, ifmt(typ)|0600, int(dev))
+	}
+	return unix.Mknodat(dfd, name, ifmt(typ)|0600, 0)
+}
+
+// tempName returns a fresh temporary name: TempPrefix, "c" (creates a
+// file) or "r" (replaces one), and random hex. Watch tells Created from
+// Changed by that letter.
+func tempName(replace bool) string {
+	var b [8]byte
+	n := rand.Uint64()
+	for i := range b {
+		b[i] = byte(n >> (8 * i))
+	}
+	k := "c"
+	if replace {
+		k = "r"
+	}
+	return TempPrefix + k + hex.EncodeToString(b[:])
+}
+
+// replace writes a new file name in dfd aside and renames it into place.
+func (f *FS) replace(ctx context.Context, dfd int, name, p string, a *attrs, exists bool, old *unix.Stat_t, off int64, data io.Reader) (zx.Dir, error) {
+	var tmp string
+	var fd int
+	var err error
+	for {
+		tmp = tempName(exists)
+		fd, err = openat(dfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0600)
+		if err != unix.EEXIST {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if !ok {
+			unix.Unlinkat(dfd, tmp, 0)
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	// Start from the old file's metadata.
+	b := *a
+	if exists {
+		if b.mode < 0 {
+			b.mode = int64(old.Mode & 07777)
+		}
+		if b.uid < 0 && old.Uid != st.Uid || b.gid < 0 && old.Gid != st.Gid {
+			// Best effort: keep the owner if we may.
+			if unix.Fchown(fd, int(old.Uid), int(old.Gid)) == nil {
+				st.Uid, st.Gid = old.Uid, old.Gid
+			}
+		}
+		if !f.opts.NoXattrs {
+			if err := f.copyXattrs(dfd, name, fd); err != nil {
+				return nil, err
+			}
+		}
+	} else if b.mode < 0 {
+		b.mode = 0644
+	}
+	if err := f.setMeta(&b, dfd, tmp, &st); err != nil {
+		return nil, err
+	}
+	if a.size > 0 {
+		if err := unix.Ftruncate(fd, a.size); err != nil {
+			return nil, err
+		}
+	}
+	if off < 0 {
+		off = max(a.size, 0)
+	}
+	if err := copyIn(ctx, fd, off, false, data); err != nil {
+		return nil, err
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return nil, err
+	}
+	if err := a.setTimes(dfd, tmp, false); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Close before the rename, so that watchers see no write to name.
+	err = unix.Close(fd)
+	fd = -1
+	if err != nil {
+		return nil, err
+	}
+	if a.excl {
+		err = unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE)
+		if err == unix.EINVAL || err == unix.ENOSYS {
+			// The file system cannot: link, which never replaces.
+			if err = unix.Linkat(dfd, tmp, dfd, name, 0); err == nil {
+				unix.Unlinkat(dfd, tmp, 0)
+			}
+		}
+	} else {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return f.statAt(dfd, name, p)
+}
+
+// update writes to the existing file name in dfd in place.
+func (f *FS) update(ctx context.Context, dfd int, name, p string, a *attrs, st *unix.Stat_t, off int64, data io.Reader) (zx.Dir, error) {
+	if err := f.setMeta(a, dfd, name, st); err != nil {
+		return nil, err
+	}
+	fl := unix.O_WRONLY
+	if off < 0 {
+		fl |= unix.O_APPEND
+	}
+	fd, err := openat(dfd, name, fl|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil {
+		return nil, err
+	}
+	if fst.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, e(zx.ErrInvalid, "", "", "not a regular file")
+	}
+	if a.size >= 0 {
+		if err := unix.Ftruncate(fd, a.size); err != nil {
+			return nil, err
+		}
+	}
+	if err := copyIn(ctx, fd, off, off < 0, data); err != nil {
+		return nil, err
+	}
+	if err := a.setTimes(dfd, name, data != nil || a.size >= 0); err != nil {
+		return nil, err
+	}
+	return f.statAt(dfd, name, p)
+}
+
+// copyXattrs copies the user attributes of name in dfd to fd.
+func (f *FS) copyXattrs(dfd int, name string, fd int) error {
+	pp := f.procPath(dfd, name)
+	names, err := userXattrs(pp)
+	if err != nil {
+		if err == unix.ENOTSUP {
+			return nil
+		}
+		return err
+	}
+	xb := xbufs.Get().(*xbuf)
+	defer xbufs.Put(xb)
+	for _, xn := range names {
+		v, err := getxattr(pp, xn, xb)
+		if err != nil {
+			continue
+		}
+		if err := unix.Fsetxattr(fd, xn, []byte(v), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, chunk); return &b }}
+
+type block struct {
+	b   *[]byte
+	n   int
+	err error
+}
+
+// copyIn writes what r holds to fd from off (appending if app). It reads
+// in another goroutine, so that a cancelled ctx stops it even if r blocks;
+// that goroutine ends when its Read returns.
+func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error {
+	if r == nil {
+		return nil
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	c := make(chan block, 1)
+	free := make(chan *[]byte, 2)
+	go func() {
+		defer close(c)
+		for {
+			var b *[]byte
+			select {
+			case b = <-free:
+			default:
+				b = bufs.Get().(*[]byte)
+			}
+			n, err := io.ReadFull(r, *b)
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			if n > 0 || err != nil && err != io.EOF {
+				select {
+				case c <- block{b: b, n: n, err: err}:
+				case <-stop:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case blk, ok := <-c:
+			if !ok {
+				return nil
+			}
+			if blk.n > 0 {
+				if err := writeAll(fd, (*blk.b)[:blk.n], off, app); err != nil {
+					return err
+				}
+				off += int64(blk.n)
+			}
+			if blk.err != nil && blk.err != io.EOF {
+				return blk.err
+			}
+			select {
+			case free <- blk.b:
+			default:
+				bufs.Put(blk.b)
+			}
+		}
+	}
+}
+
+func writeAll(fd int, b []byte, off int64, app bool) error {
+	for len(b) > 0 {
+		var n int
+		var err error
+		if app {
+			n, err = unix.Write(fd, b)
+		} else {
+			n, err = unix.Pwrite(fd, b, off)
+		}
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+		off += int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package lfs
+
+import (
+	"context"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+)
+
+// Wstat updates the attributes of path given in d, as zx.Tree says. On a
+// symbolic link it acts on the link: ownership and times change, "mode"
+// is ignored. "name", "path", "type", "target" and "rdev" must match the
+// entry or be absent; "ctime", "ino" and "nlink" are ignored.
+func (f *FS) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply {
+	p, err := f.check("wstat", path, true)
+	if err != nil {
+		return reply(nil, err)
+	}
+	a, err := parseAttrs("wstat", p, d)
+	if err != nil {
+		return reply(nil, err)
+	}
+	op := f.q.Enter(true, p)
+	c := make(chan zx.Reply, 1)
+	go func() {
+		defer close(c)
+		if err := op.Wait(ctx); err != nil {
+			op.Done()
+			c <- zx.Reply{Err: errf("wstat", p, err)}
+			return
+		}
+		nd, err := f.wstat(p, a)
+		op.Done()
+		c <- zx.Reply{Dir: nd, Err: errf("wstat", p, err)}
+	}()
+	return c
+}
+
+func (f *FS) wstat(p string, a *attrs) (zx.Dir, error) {
+	pd, name, err := f.openParent(p)
+	if err != nil {
+		return nil, err
+	}
+	defer pd.close()
+	var st unix.Stat_t
+	if err := lstat(pd.fd, name, &st); err != nil {
+		return nil, err
+	}
+	cur, err := f.entry(pd.fd, name, p, &st, nil)
+	if err != nil {
+		return nil, err
+	}
+	immutable := func(k string, v *string) error {
+		if v != nil && *v != cur[k] {
+			return e(zx.ErrInvalid, "", "", "cannot change "+k)
+		}
+		return nil
+	}
+	typ := a.typ
+	var rdev *string
+	if a.rdev != nil {
+		s := strconv.FormatUint(*a.rdev, 10)
+		rdev = &s
+	}
+	for _, c := range []struct {
+		k string
+		v *string
+	}{{zx.AName, a.name}, {zx.APath, a.path}, {zx.ATarget, a.target}, {zx.ARdev, rdev}} {
+		if err := immutable(c.k, c.v); err != nil {
+			return nil, err
+		}
+	}
+	if typ != "" {
+		if err := immutable(zx.AType, &typ); err != nil {
+			return nil, err
+		}
+	}
+	isFile := st.Mode&unix.S_IFMT == unix.S_IFREG
+	if a.size >= 0 && a.size != st.Size && !isFile {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil, e(zx.ErrIsDir, "", "", "cannot resize a directory")
+		}
+		return nil, e(zx.ErrInvalid, "", "", "cannot resize a "+cur.Type()+" entry")
+	}
+	if err := f.setMeta(a, pd.fd, name, &st); err != nil {
+		return nil, err
+	}
+	resized := false
+	if a.size >= 0 && isFile && a.size != st.Size {
+		if err := truncateAt(pd.fd, name, a.size); err != nil {
+			return nil, err
+		}
+		resized = true
+	}
+	if err := a.setTimes(pd.fd, name, resized); err != nil {
+		return nil, err
+	}
+	return f.statAt(pd.fd, name, p)
+}
+
+// truncateAt resizes the regular file name in dfd.
+func truncateAt(dfd int, name string, size int64) error {
+	fd, err := openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return e(zx.ErrInvalid, "", "", "not a regular file")
+	}
+	return unix.Ftruncate(fd, size)
+}
