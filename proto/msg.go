@@ -71,7 +71,10 @@ func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) dir(d zx.Dir) {
-	keys := make([]string, 0, len(d))
+	// Entries have a dozen or so attributes: sort their names in a
+	// buffer on the stack, since this runs for every entry sent.
+	var kb [32]string
+	keys := kb[:0]
 	for k := range d {
 		keys = append(keys, k)
 	}

@@ -1,0 +1,39 @@
+package client_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/zxfs/zx/lfs"
+)
+
+// BenchmarkFindGoSrc measures the server's find rate over loopback TCP:
+// client, server and local disk, on Go's source tree.
+func BenchmarkFindGoSrc(b *testing.B) {
+	root := filepath.Join(runtime.GOROOT(), "src")
+	if _, err := os.Stat(root); err != nil {
+		b.Skipf("no Go source tree at %s", root)
+	}
+	fs, err := lfs.New(root, lfs.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fs.Close()
+	c := dial(b, serve(b, fs))
+	t := c.Tree("")
+	ctx := context.Background()
+	n := 0
+	b.ResetTimer()
+	for range b.N {
+		for it := range t.Find(ctx, "/", "", "", "", 0) {
+			if it.Err != nil {
+				b.Fatal(it.Err)
+			}
+			n++
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "entries/s")
+}
