@@ -433,3 +433,65 @@ func TestParseLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestManyClients has 32 clients, each on its own connection, write and
+// read back their own files and list the shared directory at once.
+func TestManyClients(t *testing.T) {
+	fs, err := lfs.New(t.TempDir(), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	addr := serve(t, fs)
+	ctx := context.Background()
+	const nclients, nfiles = 32, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, nclients)
+	for i := range nclients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.Dial(ctx, addr, client.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			tr := c.Tree("")
+			var rcs []<-chan zx.Reply
+			for j := range nfiles {
+				data := bytes.Repeat([]byte(fmt.Sprintf("c%d f%d;", i, j)), 100*(j+1))
+				rcs = append(rcs, tr.Put(ctx, fmt.Sprintf("/c%02d-f%02d", i, j), zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, bytes.NewReader(data)))
+			}
+			for _, rc := range rcs {
+				if r := <-rc; r.Err != nil {
+					errs <- r.Err
+					return
+				}
+			}
+			for j := range nfiles {
+				want := bytes.Repeat([]byte(fmt.Sprintf("c%d f%d;", i, j)), 100*(j+1))
+				got, err := zx.ReadFile(ctx, tr, fmt.Sprintf("/c%02d-f%02d", i, j))
+				if err != nil || !bytes.Equal(got, want) {
+					errs <- fmt.Errorf("client %d file %d: %d bytes, %v", i, j, len(got), err)
+					return
+				}
+			}
+			if _, err := zx.ReadDir(ctx, tr, "/"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ents, err := zx.ReadDir(ctx, fs, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != nclients*nfiles {
+		t.Fatalf("%d files on disk, want %d", len(ents), nclients*nfiles)
+	}
+}
