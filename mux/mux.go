@@ -442,12 +442,14 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 		c.awaiting++
 	}
 	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, h, req))
+	if ctx.Done() != nil {
+		// The function runs in its own goroutine, so setting it up under
+		// c.mu cannot deadlock; stopCancel is read under c.mu.
+		s.stopCancel = context.AfterFunc(ctx, func() { s.Cancel(zx.Errorf("", "", ctx.Err())) })
+	}
 	c.mu.Unlock()
 	c.nstreams.Add(1)
 	c.kick()
-	if ctx.Done() != nil {
-		s.stopCancel = context.AfterFunc(ctx, func() { s.Cancel(zx.Errorf("", "", ctx.Err())) })
-	}
 	return s, nil
 }
 

@@ -356,12 +356,13 @@ func (s *Stream) abort(err error) {
 		close(c.creditWake)
 		c.creditWake = make(chan struct{})
 	}
+	stop := s.stopCancel
 	c.mu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}
-	if s.stopCancel != nil {
-		s.stopCancel()
+	if stop != nil {
+		stop()
 	}
 }
 
