@@ -191,12 +191,11 @@ func newConn(nc net.Conn, cfg Config, server bool) *Conn {
 		h.MaxStreams = uint64(cfg.MaxStreams)
 	}
 	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, h)))
-	if !server {
-		// An early ping gives the RTT that window growth needs.
-		c.pingSeq++
-		c.pings[c.pingSeq] = make(chan struct{})
-		c.ctrl = append(c.ctrl, pingFrame(c.pingSeq, time.Now(), false))
-	}
+	// An early ping gives the RTT that window growth needs, on both
+	// sides: the server grows the windows of uploads.
+	c.pingSeq++
+	c.pings[c.pingSeq] = make(chan struct{})
+	c.ctrl = append(c.ctrl, pingFrame(c.pingSeq, time.Now(), false))
 	c.wg.Add(3)
 	go c.readLoop()
 	go c.writeLoop()

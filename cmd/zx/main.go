@@ -36,7 +36,7 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), demoCommand(), versionCommand(), helpCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), benchCommand(), demoCommand(), versionCommand(), helpCommand(),
 	}
 }
 

@@ -1,0 +1,278 @@
+// Package bench compares native zx with sshfs on this machine, in one run,
+// through the same WAN emulator (package wan), on Go's own source tree.
+//
+// For each emulated round-trip time (0, 10, 50 and 100 ms by default) the
+// harness runs the same workloads twice: once with the zx Go API over a real
+// TCP connection to a zx server (an lfs tree over a scratch copy of the
+// source tree), and once with the ordinary UNIX tools over an sshfs mount of
+// the same directory, served by a private sshd. Both connections go through
+// a wan proxy with the same settings.
+//
+// Workloads:
+//
+//   - find: look for a name that does not exist (zx: one Find with
+//     "name=NAME"; sshfs: find MNT -name NAME);
+//   - grep: look for a string that does not exist in any file (zx: one
+//     FindGet over the regular files, scanning the data as it streams, as zx
+//     grep does; sshfs: grep -r STRING MNT);
+//   - rm: remove a fresh copy of the tree, made on the server's disk with
+//     cp -a outside the timing (zx: one Find and pipelined Removes, files as
+//     they stream in and then directories deepest first, and also one
+//     RemoveAll; sshfs: rm -rf MNT/copy);
+//   - write and read one 128 MiB file of random data (zx: one Put / one Get;
+//     sshfs: dd bs=1M conv=fsync to the mount / dd bs=1M from it), also with
+//     the rate limited (100 Mbit/s by default) at the largest RTT.
+//
+// The sshfs mount is remounted before every workload, so its caches start
+// cold; zx keeps no client cache, and each zx measurement uses a fresh
+// connection. Every measurement has a time cap: an sshfs run that exceeds it
+// is killed and reported as "> cap", and its time is projected either from
+// its progress (rm: entries removed by then) or from a run on a subtree
+// scaled by the number of directories (find), files (grep) or entries (rm).
+// When a smaller RTT already showed that a workload will exceed the cap, the
+// full run is skipped and only the projection is made. Every projection is
+// labelled as such in the outputs.
+//
+// Main is the command; Run is the library entry point.
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zxfs/zx/wan"
+)
+
+// Config configures a run.
+type Config struct {
+	Tree      string          // directory to copy and work on
+	RTTs      []time.Duration // emulated round-trip times
+	Rate      int64           // bytes/s for the rate-limited file transfer; 0: skip it
+	RateRTT   time.Duration   // RTT of the rate-limited transfer (the largest RTT by default)
+	Cap       time.Duration   // time cap of each measurement
+	FileSize  int64           // size of the big file
+	OutDir    string          // where native.md, native.json and native.png go ("" = don't write)
+	Workloads []string        // subset of find, grep, rm, file ("" or nil = all)
+	NoSSHFS   bool            // measure zx only
+	Command   string          // the command line, for the report
+	Log       io.Writer       // progress messages (nil: discard)
+}
+
+// Workload names.
+const (
+	WFind        = "find"
+	WGrep        = "grep"
+	WRm          = "rm"
+	WRmAll       = "rm-removeall"
+	WWrite       = "write"
+	WRead        = "read"
+	groupFile    = "file"
+	missingName  = "zxbench-no-such-file"
+	missingBytes = "zxbench-no-such-string"
+)
+
+func (c *Config) want(w string) bool {
+	if len(c.Workloads) == 0 {
+		return true
+	}
+	for _, x := range c.Workloads {
+		if x == w || (x == groupFile && (w == WWrite || w == WRead)) || (x == WRm && w == WRmAll) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+// CommandName is how the command is invoked, for the report's record of
+// the exact command used.
+var CommandName = "zx bench"
+
+// Main runs the benchmark command with args (without the command name) and
+// returns the exit status.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("zx bench", flag.ContinueOnError)
+	// Help goes to stdout, as for every zx command; flag errors to stderr.
+	fs.SetOutput(os.Stdout)
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a != "-h" && a != "-help" && a != "--help" && strings.HasPrefix(a, "-") {
+			fs.SetOutput(os.Stderr)
+		}
+	}
+	var (
+		tree      = fs.String("tree", "", "directory tree to work on (default: $(go env GOROOT)/src)")
+		rtts      = fs.String("rtts", "0,10ms,50ms,100ms", "comma-separated emulated round-trip times (a bare number is milliseconds)")
+		rate      = fs.String("rate", "100mbit", "rate of the extra rate-limited file transfer at the largest RTT (\"0\" or \"\" skips it)")
+		capf      = fs.Duration("cap", 120*time.Second, "time cap of each measurement: slower sshfs runs are killed and projected")
+		size      = fs.Int64("size", 128<<20, "size in bytes of the big file")
+		out       = fs.String("out", "docs/bench", "directory for native.md, native.json and native.png (\"\" writes nothing)")
+		workloads = fs.String("workloads", "", "comma-separated subset of find,grep,rm,file (default all)")
+		nosshfs   = fs.Bool("no-sshfs", false, "measure zx only (no sshd, no FUSE needed)")
+		quiet     = fs.Bool("q", false, "no progress messages on stderr")
+	)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: zx bench [flags]
+
+Bench compares, in one run on this machine, native zx (the Go API over a
+real TCP connection) with sshfs mounted from a private local sshd, both
+through the same WAN emulator, at several round-trip times, on a copy of
+Go's source tree: find a missing name, grep a missing string, remove a copy
+of the tree, and write and read one big file (also rate-limited). It needs
+root, /dev/fuse, sshd, sshfs and fusermount3 (apt-get install -y
+openssh-server sshfs fuse3). Everything it starts is stopped and removed at
+the end, also on failure or interrupt.
+
+It writes a markdown table (native.md), the raw results (native.json) and a
+plot (native.png) to --out. sshfs runs that exceed --cap are killed and
+their time is projected from their progress or from a subtree, and labelled
+so.
+
+Flags:
+`)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\nExample:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "zx bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	cfg := Config{Cap: *capf, FileSize: *size, OutDir: *out, NoSSHFS: *nosshfs,
+		Command: strings.TrimSpace(CommandName + " " + strings.Join(args, " "))}
+	if !*quiet {
+		cfg.Log = os.Stderr
+	}
+	var err error
+	if cfg.RTTs, err = parseRTTs(*rtts); err != nil {
+		fmt.Fprintf(os.Stderr, "zx bench: --rtts: %v\n", err)
+		return 2
+	}
+	if *rate != "" && *rate != "0" {
+		if cfg.Rate, err = wan.ParseRate(*rate); err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: --rate: %v\n", err)
+			return 2
+		}
+	}
+	if *workloads != "" {
+		for _, w := range strings.Split(*workloads, ",") {
+			switch w = strings.TrimSpace(w); w {
+			case WFind, WGrep, WRm, groupFile:
+				cfg.Workloads = append(cfg.Workloads, w)
+			default:
+				fmt.Fprintf(os.Stderr, "zx bench: --workloads: unknown workload %q (want find, grep, rm, file)\n", w)
+				return 2
+			}
+		}
+	}
+	cfg.Tree = *tree
+	if cfg.Tree == "" {
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: no --tree given and 'go env GOROOT' failed: %v\n", err)
+			return 2
+		}
+		cfg.Tree = filepath.Join(strings.TrimSpace(string(out)), "src")
+	}
+	if cfg.Cap <= 0 || cfg.FileSize <= 0 {
+		fmt.Fprintln(os.Stderr, "zx bench: --cap and --size must be positive")
+		return 2
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := newEnv()
+	// Clean up on a signal too: cancel the run, undo the setup, and exit.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+	go func() {
+		s, ok := <-sigc
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "zx bench: %v: cleaning up\n", s)
+		cancel()
+		env.cleanup()
+		os.Exit(130)
+	}()
+
+	code := 0
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fmt.Fprintf(os.Stderr, "zx bench: panic: %v\n%s", r, debug.Stack())
+				code = 3
+			}
+		}()
+		defer env.cleanup()
+		rep, err := run(ctx, cfg, env)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: %v\n", err)
+			code = 1
+			return
+		}
+		if cfg.OutDir == "" {
+			os.Stdout.WriteString(rep.Markdown())
+		}
+	}()
+	return code
+}
+
+// Run runs the benchmark and returns its report, writing the outputs to
+// cfg.OutDir when it is set. Everything it sets up is undone before it
+// returns.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	env := newEnv()
+	defer env.cleanup()
+	return run(ctx, cfg, env)
+}
+
+func parseRTTs(s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			var ms float64
+			if _, err2 := fmt.Sscanf(f, "%g", &ms); err2 != nil {
+				return nil, err
+			}
+			d = time.Duration(ms * float64(time.Millisecond))
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("negative RTT %v", d)
+		}
+		ds = append(ds, d)
+	}
+	if len(ds) == 0 {
+		return nil, errors.New("no RTT given")
+	}
+	return ds, nil
+}

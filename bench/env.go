@@ -1,0 +1,461 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/server"
+)
+
+// env holds what a run set up, and undoes it: cleanup functions run in
+// reverse order, each once, whether the run ends normally, fails, panics or
+// is interrupted.
+type env struct {
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func newEnv() *env { return &env{} }
+
+func (e *env) onCleanup(f func()) {
+	e.mu.Lock()
+	e.cleanups = append(e.cleanups, f)
+	e.mu.Unlock()
+}
+
+func (e *env) cleanup() {
+	for {
+		e.mu.Lock()
+		n := len(e.cleanups)
+		if n == 0 {
+			e.mu.Unlock()
+			return
+		}
+		f := e.cleanups[n-1]
+		e.cleanups = e.cleanups[:n-1]
+		e.mu.Unlock()
+		func() {
+			defer func() { recover() }()
+			f()
+		}()
+	}
+}
+
+// procAttr starts a child in its own process group, killed if we die.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killTree kills pid and every process descended from it, by id.
+func killTree(pid int) {
+	if pid <= 0 {
+		return
+	}
+	pids := []int{pid}
+	children := make(map[int][]int)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	for i := 0; i < len(pids); i++ {
+		pids = append(pids, children[pids[i]]...)
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// stopCmd ends a started command: SIGTERM, then SIGKILL to it and its
+// descendants, and reaps it.
+func stopCmd(c *exec.Cmd, done <-chan struct{}) {
+	if c.Process == nil {
+		return
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+	}
+	killTree(c.Process.Pid)
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+	}
+}
+
+// start starts a long-running command, to be stopped at cleanup; done is
+// closed when it exits, and its stderr is kept in errBuf.
+func (e *env) start(name string, args ...string) (c *exec.Cmd, done chan struct{}, errBuf *syncBuf, err error) {
+	c = exec.Command(name, args...)
+	c.SysProcAttr = procAttr()
+	errBuf = &syncBuf{}
+	c.Stderr = errBuf
+	c.Stdout = errBuf
+	if err := c.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	done = make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	e.onCleanup(func() { stopCmd(c, done) })
+	return c, done, errBuf, nil
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 1<<16 {
+		return len(p), nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(s.b.String())
+}
+
+// freePort returns a TCP port on loopback that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// scratch makes the temporary directory and the copy of the tree:
+//
+//	DIR/export       the exported directory (zx tree root, sshfs DIR)
+//	DIR/export/tree  the copy of the source tree
+//	DIR/mnt          the sshfs mount point
+//	DIR/ssh          keys and sshd config
+func (e *env) scratch(cfg *Config) (dir string, err error) {
+	dir, err = os.MkdirTemp("", "zxbench-")
+	if err != nil {
+		return "", err
+	}
+	e.onCleanup(func() { os.RemoveAll(dir) })
+	for _, d := range []string{"export", "mnt", "ssh"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			return "", err
+		}
+	}
+	src, err := filepath.Abs(cfg.Tree)
+	if err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("cp", "-a", src, filepath.Join(dir, "export", "tree")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying %s: %v: %s", src, err, out)
+	}
+	return dir, nil
+}
+
+// zxServer serves dir with lfs on loopback and returns its address.
+func (e *env) zxServer(dir string) (string, bool, error) {
+	fs, err := lfs.New(dir, lfs.Options{})
+	if err != nil {
+		return "", false, err
+	}
+	e.onCleanup(func() { fs.Close() })
+	_, finder := any(fs).(zx.Finder)
+	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{})
+	if err != nil {
+		return "", false, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", false, err
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	e.onCleanup(func() {
+		srv.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return l.Addr().String(), finder, nil
+}
+
+// checkTools fails with a clear message when what sshfs needs is missing.
+func checkTools() error {
+	var missing []string
+	for _, t := range []string{"/usr/sbin/sshd", "sshfs", "fusermount3", "ssh-keygen", "ssh"} {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s: install with 'apt-get install -y openssh-server sshfs fuse3' (or run with --no-sshfs)",
+			strings.Join(missing, ", "))
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("no /dev/fuse: sshfs needs FUSE (run as root on a machine with FUSE, or with --no-sshfs)")
+	}
+	return nil
+}
+
+// sshd starts a private sshd on loopback for root, with its own host key
+// and an authorized_keys holding a fresh key, and returns its port and the
+// client's private key file.
+func (e *env) sshd(ctx context.Context, sshDir string) (port int, key string, err error) {
+	if err := checkTools(); err != nil {
+		return 0, "", err
+	}
+	hostKey := filepath.Join(sshDir, "host_ed25519")
+	key = filepath.Join(sshDir, "id_ed25519")
+	for _, k := range []string{hostKey, key} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "zxbench", "-f", k).CombinedOutput(); err != nil {
+			return 0, "", fmt.Errorf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		return 0, "", err
+	}
+	auth := filepath.Join(sshDir, "authorized_keys")
+	if err := os.WriteFile(auth, pub, 0o600); err != nil {
+		return 0, "", err
+	}
+	// sshd refuses to start without its privilege separation directory,
+	// which the package's service unit normally creates.
+	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
+		if err := os.MkdirAll("/run/sshd", 0o755); err == nil {
+			e.onCleanup(func() { os.Remove("/run/sshd") })
+		}
+	}
+	sftp := "internal-sftp"
+	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
+		if _, err := os.Stat(p); err == nil {
+			sftp = p
+			break
+		}
+	}
+	if port, err = freePort(); err != nil {
+		return 0, "", err
+	}
+	conf := filepath.Join(sshDir, "sshd_config")
+	text := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PidFile none
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+UseDNS no
+StrictModes no
+LogLevel ERROR
+Subsystem sftp %s
+`, port, hostKey, auth, sftp)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return 0, "", err
+	}
+	if out, err := exec.Command("/usr/sbin/sshd", "-t", "-f", conf).CombinedOutput(); err != nil {
+		return 0, "", fmt.Errorf("sshd -t: %v: %s", err, out)
+	}
+	_, done, errBuf, err := e.start("/usr/sbin/sshd", "-D", "-e", "-f", conf)
+	if err != nil {
+		return 0, "", fmt.Errorf("starting sshd: %v", err)
+	}
+	// Wait until it answers with its banner.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-done:
+			return 0, "", fmt.Errorf("sshd exited: %s", errBuf)
+		default:
+		}
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "SSH-") {
+				return port, key, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, "", fmt.Errorf("sshd did not come up on port %d: %s", port, errBuf)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mount is an sshfs mount.
+type mount struct {
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  *syncBuf
+}
+
+// sshfsMount mounts remote dir (on the sshd behind proxyPort) on mnt, with
+// sshfs's default caching options. sshfs runs in the foreground (-f, which
+// changes nothing but who waits for it) so that it stays our child.
+func (e *env) sshfsMount(ctx context.Context, proxyPort int, key, dir, mnt string) (*mount, error) {
+	opts := "IdentityFile=" + key + ",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,LogLevel=ERROR"
+	c, done, errBuf, err := e.start("sshfs", "-f", "-p", strconv.Itoa(proxyPort), "-o", opts,
+		"root@127.0.0.1:"+dir, mnt)
+	if err != nil {
+		return nil, fmt.Errorf("starting sshfs: %v", err)
+	}
+	m := &mount{dir: mnt, cmd: c, done: done, err: errBuf}
+	e.onCleanup(func() { m.unmount() })
+	deadline := time.Now().Add(60 * time.Second)
+	for !isMounted(mnt) {
+		select {
+		case <-done:
+			return nil, fmt.Errorf("sshfs exited before mounting: %s", errBuf)
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			m.unmount()
+			return nil, fmt.Errorf("sshfs did not mount %s: %s", mnt, errBuf)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The first access waits for the connection's setup to complete.
+	if _, err := os.Stat(filepath.Join(mnt, "tree")); err != nil {
+		m.unmount()
+		return nil, fmt.Errorf("sshfs mount does not work: %v: %s", err, errBuf)
+	}
+	return m, nil
+}
+
+// unmount unmounts lazily and stops sshfs (and its ssh). It may be called
+// more than once.
+func (m *mount) unmount() {
+	if m == nil || m.cmd == nil {
+		return
+	}
+	if isMounted(m.dir) {
+		exec.Command("fusermount3", "-u", "-z", m.dir).Run()
+	}
+	select {
+	case <-m.done:
+	case <-time.After(5 * time.Second):
+	}
+	stopCmd(m.cmd, m.done)
+}
+
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMount(f[4]) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// copyTree makes a fresh copy of src at dst on the server's disk (cp -a),
+// outside any timing, replacing what was at dst.
+func copyTree(src, dst string) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp -a %s %s: %v: %s", src, dst, err, out)
+	}
+	return nil
+}
+
+// runCmd runs a command with a time cap. It reports the wall time and
+// whether the cap killed it; ok lists exit codes that are not failures.
+func runCmd(ctx context.Context, capd time.Duration, ok []int, name string, args ...string) (time.Duration, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, capd)
+	defer cancel()
+	c := exec.CommandContext(cctx, name, args...)
+	c.SysProcAttr = procAttr()
+	c.Cancel = func() error { killTree(c.Process.Pid); return nil }
+	c.WaitDelay = 10 * time.Second
+	var errBuf syncBuf
+	c.Stderr = &errBuf
+	t0 := time.Now()
+	err := c.Run()
+	el := time.Since(t0)
+	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return el, true, nil
+	}
+	if ctx.Err() != nil {
+		return el, false, ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		for _, c := range ok {
+			if ee.ExitCode() == c {
+				return el, false, nil
+			}
+		}
+	}
+	if err != nil {
+		return el, false, fmt.Errorf("%s: %v: %s", name, err, errBuf.String())
+	}
+	return el, false, nil
+}

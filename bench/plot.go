@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+var (
+	zxColor    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	sshfsColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+)
+
+// plot draws time against RTT, one panel per workload, zx and sshfs, with
+// a log time axis. Projected sshfs times are drawn as rings; the
+// rate-limited transfers as triangles.
+func (rep *Report) plot(path string) error {
+	const cols, nrows = 3, 2
+	grid := make([][]*plot.Plot, nrows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	for i, row := range rows {
+		p := plot.New()
+		p.Title.Text = row.label
+		if row.w == WWrite || row.w == WRead {
+			p.Title.Text += " (" + sizeLabel(rep.FileSize) + ")"
+		}
+		p.X.Label.Text = "RTT (ms)"
+		p.Y.Label.Text = "time (s, log)"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.Legend.Left = true
+		for _, sys := range []string{"zx", "sshfs"} {
+			col := zxColor
+			if sys == "sshfs" {
+				col = sshfsColor
+			}
+			var all, measured, projected, rated plotter.XYs
+			for _, rtt := range rep.RTTsMs {
+				r := rep.find(row.w, sys, rtt, 0)
+				if r == nil {
+					continue
+				}
+				t, proj, ok := r.Time()
+				if !ok || t <= 0 {
+					continue
+				}
+				all = append(all, plotter.XY{X: rtt, Y: t})
+				if proj {
+					projected = append(projected, plotter.XY{X: rtt, Y: t})
+				} else {
+					measured = append(measured, plotter.XY{X: rtt, Y: t})
+				}
+			}
+			if rep.RateMbit > 0 {
+				if r := rep.find(row.w, sys, rep.RateRTT, rep.RateMbit); r != nil {
+					if t, _, ok := r.Time(); ok && t > 0 {
+						rated = append(rated, plotter.XY{X: rep.RateRTT, Y: t})
+					}
+				}
+			}
+			name := sys
+			if row.w == WRmAll && sys == "sshfs" {
+				name = "sshfs (rm -rf)"
+			}
+			if len(all) > 1 {
+				l, err := plotter.NewLine(all)
+				if err != nil {
+					return err
+				}
+				l.Color = col
+				l.Width = vg.Points(1.5)
+				if sys == "sshfs" {
+					l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+				}
+				p.Add(l)
+			}
+			if len(measured) > 0 {
+				s, err := plotter.NewScatter(measured)
+				if err != nil {
+					return err
+				}
+				s.Color = col
+				s.Shape = draw.CircleGlyph{}
+				s.Radius = vg.Points(3)
+				p.Add(s)
+				p.Legend.Add(name, s)
+			}
+			if len(projected) > 0 {
+				s, err := plotter.NewScatter(projected)
+				if err != nil {
+					return err
+				}
+				s.Color = col
+				s.Shape = draw.RingGlyph{}
+				s.Radius = vg.Points(4)
+				p.Add(s)
+				p.Legend.Add(name+" (projected)", s)
+			}
+			if len(rated) > 0 {
+				s, err := plotter.NewScatter(rated)
+				if err != nil {
+					return err
+				}
+				s.Color = col
+				s.Shape = draw.TriangleGlyph{}
+				s.Radius = vg.Points(4)
+				p.Add(s)
+				p.Legend.Add(fmt.Sprintf("%s @ %g Mbit/s", sys, rep.RateMbit), s)
+			}
+		}
+		p.X.Min = -5
+		if len(rep.RTTsMs) > 0 {
+			p.X.Max = maxf(rep.RTTsMs) + 5
+		}
+		grid[i/cols][i%cols] = p
+	}
+	img := vgimg.NewWith(vgimg.UseWH(vg.Points(1200), vg.Points(720)), vgimg.UseDPI(96))
+	dc := draw.New(img)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Points(14), PadY: vg.Points(14),
+		PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
+	canvases := plot.Align(grid, tiles, dc)
+	for i := range grid {
+		for j := range grid[i] {
+			if grid[i][j] != nil {
+				grid[i][j].Draw(canvases[i][j])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,804 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/wan"
+)
+
+// Result is one measurement: one workload, one system, one link setting.
+type Result struct {
+	Workload string  `json:"workload"`
+	System   string  `json:"system"` // "zx" or "sshfs"
+	RTTms    float64 `json:"rtt_ms"`
+	RateMbit float64 `json:"rate_mbit,omitempty"` // 0: unlimited
+	Method   string  `json:"method"`
+
+	// Seconds is the wall time of the complete run, when it completed
+	// within the cap.
+	Seconds float64 `json:"seconds,omitempty"`
+	// Capped says the run was killed at the cap (after CapSeconds).
+	Capped     bool    `json:"capped,omitempty"`
+	CapSeconds float64 `json:"cap_seconds,omitempty"`
+	// Skipped says the complete run was not attempted because a smaller
+	// RTT showed it would take longer than the cap.
+	Skipped bool `json:"skipped,omitempty"`
+	// Projected is an estimate of the complete run's time when it was
+	// capped or skipped, and ProjectedFrom says what it was computed from.
+	// It is never a measurement.
+	Projected     float64 `json:"projected_seconds,omitempty"`
+	ProjectedFrom string  `json:"projected_from,omitempty"`
+
+	// RoundTrips is the number of blocking round trips the zx program
+	// waited for (client.Conn.Stats().RoundTrips); -1 for sshfs, where it
+	// is not observable.
+	RoundTrips int64 `json:"round_trips"`
+	// Bytes is what crossed the emulated link, both directions.
+	Bytes int64 `json:"bytes"`
+	// Items is what the run saw: entries (find, rm), files (grep) or
+	// bytes (write, read).
+	Items int64  `json:"items,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Time returns the time to report: measured, or projected (proj true), or
+// ok false when there is neither.
+func (r *Result) Time() (secs float64, proj, ok bool) {
+	switch {
+	case r.Error != "":
+		return 0, false, false
+	case r.Seconds > 0 && !r.Capped && !r.Skipped:
+		return r.Seconds, false, true
+	case r.Projected > 0:
+		return r.Projected, true, true
+	}
+	return 0, false, false
+}
+
+// TreeStats describes the tree worked on.
+type TreeStats struct {
+	Path    string `json:"path"`
+	Files   int64  `json:"files"`   // regular files
+	Dirs    int64  `json:"dirs"`    // directories, the root included
+	Entries int64  `json:"entries"` // everything, the root included
+	Bytes   int64  `json:"bytes"`   // of regular files
+}
+
+// Loopback holds the server's raw rates, without the emulator.
+type Loopback struct {
+	FindEntriesPerSec []float64 `json:"find_entries_per_sec"`
+	FindGetMBPerSec   []float64 `json:"findget_mb_per_sec"` // 1 MB = 10^6 bytes
+	FindGetMethod     string    `json:"findget_method"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Command  string            `json:"command"`
+	Facts    map[string]string `json:"facts"`
+	Tree     TreeStats         `json:"tree"`
+	RTTsMs   []float64         `json:"rtts_ms"`
+	RateMbit float64           `json:"rate_mbit,omitempty"`
+	RateRTT  float64           `json:"rate_rtt_ms,omitempty"`
+	CapSecs  float64           `json:"cap_seconds"`
+	FileSize int64             `json:"file_size"`
+	Loopback *Loopback         `json:"loopback,omitempty"`
+	Results  []*Result         `json:"results"`
+	Targets  []Target          `json:"targets"`
+	Elapsed  float64           `json:"elapsed_seconds"`
+}
+
+// subtree is a directory of the tree with what lies under it.
+type subtree struct {
+	rel                  string // relative to the tree
+	files, dirs, entries int64
+}
+
+type runner struct {
+	cfg     Config
+	env     *env
+	rep     *Report
+	dir     string // scratch directory
+	export  string // exported directory
+	zxAddr  string
+	sshPort int
+	key     string
+	data    []byte // the big file's contents
+	bigSrc  string // the same, on local disk, for dd
+	subs    []subtree
+}
+
+func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
+	start := time.Now()
+	if cfg.RateRTT == 0 {
+		for _, d := range cfg.RTTs {
+			cfg.RateRTT = max(cfg.RateRTT, d)
+		}
+	}
+	r := &runner{cfg: cfg, env: e, rep: &Report{
+		Command:  cfg.Command,
+		CapSecs:  cfg.Cap.Seconds(),
+		FileSize: cfg.FileSize,
+	}}
+	for _, d := range cfg.RTTs {
+		r.rep.RTTsMs = append(r.rep.RTTsMs, ms(d))
+	}
+	if cfg.Rate > 0 {
+		r.rep.RateMbit = float64(cfg.Rate) * 8 / 1e6
+		r.rep.RateRTT = ms(cfg.RateRTT)
+	}
+	if !cfg.NoSSHFS {
+		if err := checkTools(); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	cfg.logf("copying %s to a scratch directory", cfg.Tree)
+	if r.dir, err = e.scratch(&cfg); err != nil {
+		return nil, err
+	}
+	r.export = filepath.Join(r.dir, "export")
+	if err := r.treeStats(); err != nil {
+		return nil, err
+	}
+	var finder bool
+	if r.zxAddr, finder, err = e.zxServer(r.export); err != nil {
+		return nil, err
+	}
+	r.rep.Facts = facts(cfg.NoSSHFS)
+	r.rep.Facts["lfs implements zx.Finder (server-side find/findget)"] = yesno(finder)
+	if !cfg.NoSSHFS {
+		cfg.logf("starting sshd")
+		if r.sshPort, r.key, err = e.sshd(ctx, filepath.Join(r.dir, "ssh")); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.want(WWrite) || cfg.want(WRead) {
+		r.data = make([]byte, cfg.FileSize)
+		rng := rand.NewChaCha8([32]byte{'z', 'x'})
+		rng.Read(r.data)
+		r.bigSrc = filepath.Join(r.dir, "big.src")
+		if err := os.WriteFile(r.bigSrc, r.data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	cfg.logf("loopback rates (no emulator)")
+	lb := &Loopback{}
+	lb.FindEntriesPerSec, lb.FindGetMBPerSec, lb.FindGetMethod, err = zxLoopback(ctx, r.zxAddr, 3)
+	if err != nil {
+		return nil, err
+	}
+	r.rep.Loopback = lb
+	cfg.logf("  find %.0f entries/s, findget %.0f MB/s (best of 3)", maxf(lb.FindEntriesPerSec), maxf(lb.FindGetMBPerSec))
+
+	for _, rtt := range cfg.RTTs {
+		if err := r.link(ctx, rtt, 0); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Rate > 0 && (cfg.want(WWrite) || cfg.want(WRead)) {
+		if err := r.link(ctx, cfg.RateRTT, cfg.Rate); err != nil {
+			return nil, err
+		}
+	}
+	r.rep.Targets = r.rep.targets()
+	r.rep.Elapsed = time.Since(start).Seconds()
+	if cfg.OutDir != "" {
+		if err := r.rep.write(cfg.OutDir); err != nil {
+			return r.rep, err
+		}
+		cfg.logf("wrote %s", filepath.Join(cfg.OutDir, "native.{md,json,png}"))
+	}
+	return r.rep, nil
+}
+
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func yesno(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func maxf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// treeStats counts the copy of the tree and every directory in it.
+func (r *runner) treeStats() error {
+	root := filepath.Join(r.export, "tree")
+	counts := map[string]*subtree{}
+	ts := TreeStats{Path: r.cfg.Tree}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		ts.Entries++
+		var isFile, isDir bool
+		switch {
+		case d.IsDir():
+			isDir = true
+			ts.Dirs++
+			counts[rel] = &subtree{rel: rel}
+		case d.Type().IsRegular():
+			isFile = true
+			ts.Files++
+			if fi, err := d.Info(); err == nil {
+				ts.Bytes += fi.Size()
+			}
+		}
+		for a := rel; ; a = filepath.Dir(a) {
+			if s := counts[a]; s != nil {
+				s.entries++
+				if isFile {
+					s.files++
+				}
+				if isDir {
+					s.dirs++
+				}
+			}
+			if a == "." {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.rep.Tree = ts
+	for _, s := range counts {
+		if s.rel != "." {
+			r.subs = append(r.subs, *s)
+		}
+	}
+	sort.Slice(r.subs, func(i, j int) bool { return r.subs[i].rel < r.subs[j].rel })
+	return nil
+}
+
+func facts(nosshfs bool) map[string]string {
+	f := map[string]string{
+		"date (UTC)":  time.Now().UTC().Format(time.RFC3339),
+		"nproc":       fmt.Sprint(runtime.NumCPU()),
+		"go":          runtime.Version(),
+		"GOOS/GOARCH": runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		f["kernel"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				f["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		l, _, _ := strings.Cut(string(b), "\n")
+		f["memory"] = strings.Join(strings.Fields(strings.TrimPrefix(l, "MemTotal:")), " ")
+	}
+	if !nosshfs {
+		if out, err := exec.Command("sshfs", "--version").CombinedOutput(); err == nil {
+			var vs []string
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				vs = append(vs, strings.TrimSpace(l))
+			}
+			f["sshfs"] = strings.Join(vs, "; ")
+		}
+		if out, err := exec.Command("ssh", "-V").CombinedOutput(); err == nil {
+			f["ssh"] = strings.TrimSpace(string(out))
+		}
+	}
+	return f
+}
+
+// link measures every workload through a fresh pair of proxies with the
+// given RTT and rate (rate > 0: only the big file).
+func (r *runner) link(ctx context.Context, rtt time.Duration, rate int64) error {
+	wc := wan.Config{RTT: rtt, Rate: rate}
+	label := fmt.Sprintf("RTT %v", rtt)
+	if rate > 0 {
+		label += fmt.Sprintf(", rate %.0f Mbit/s", float64(rate)*8/1e6)
+	}
+	r.cfg.logf("== %s", label)
+	zp, err := wan.Listen("127.0.0.1:0", r.zxAddr, wc)
+	if err != nil {
+		return err
+	}
+	defer zp.Close()
+	var sp *wan.Proxy
+	if !r.cfg.NoSSHFS {
+		if sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
+			return err
+		}
+		defer sp.Close()
+	}
+	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp, sp: sp}
+	if rate == 0 {
+		if r.cfg.want(WFind) {
+			if err := l.find(ctx); err != nil {
+				return err
+			}
+		}
+		if r.cfg.want(WGrep) {
+			if err := l.grep(ctx); err != nil {
+				return err
+			}
+		}
+		if r.cfg.want(WRm) {
+			if err := l.rm(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if r.cfg.want(WWrite) || r.cfg.want(WRead) {
+		if err := l.file(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type linkRun struct {
+	*runner
+	rtt  time.Duration
+	rate int64
+	zp   *wan.Proxy
+	sp   *wan.Proxy
+}
+
+func (l *linkRun) result(w, sys string) *Result {
+	res := &Result{Workload: w, System: sys, RTTms: ms(l.rtt), RoundTrips: -1}
+	if l.rate > 0 {
+		res.RateMbit = float64(l.rate) * 8 / 1e6
+	}
+	return res
+}
+
+func proxyBytes(p *wan.Proxy) int64 { s := p.Stats(); return s.Up + s.Down }
+
+func (l *linkRun) add(res *Result) {
+	l.rep.Results = append(l.rep.Results, res)
+	t, proj, ok := res.Time()
+	var s string
+	switch {
+	case res.Error != "":
+		s = "error: " + res.Error
+	case !ok && res.Capped:
+		s = fmt.Sprintf("> cap (%.0f s), no projection", res.CapSeconds)
+	case proj:
+		s = fmt.Sprintf("%.3f s PROJECTED (%s)", t, res.ProjectedFrom)
+		if res.Capped {
+			s = fmt.Sprintf("> cap (%.0f s); ", res.CapSeconds) + s
+		}
+	default:
+		s = fmt.Sprintf("%.3f s", t)
+	}
+	rt := ""
+	if res.RoundTrips >= 0 {
+		rt = fmt.Sprintf(", %d round trips", res.RoundTrips)
+	}
+	l.cfg.logf("  %-12s %-5s %s%s, %.1f MB on the link", res.Workload, res.System, s, rt, float64(res.Bytes)/1e6)
+}
+
+// zx runs one zx measurement on a fresh connection through the proxy.
+func (l *linkRun) zx(ctx context.Context, w string, f func(ctx context.Context, t *client.Tree) (int64, string, error)) *Result {
+	res := l.result(w, "zx")
+	c, err := client.Dial(ctx, l.zp.Addr(), client.Options{})
+	if err != nil {
+		res.Error = err.Error()
+		l.add(res)
+		return res
+	}
+	defer c.Close()
+	if _, err := c.Ping(ctx); err != nil {
+		res.Error = err.Error()
+		l.add(res)
+		return res
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.Cap)
+	defer cancel()
+	rt0, b0 := c.Stats().RoundTrips, proxyBytes(l.zp)
+	t0 := time.Now()
+	n, method, err := f(cctx, c.Tree(""))
+	el := time.Since(t0)
+	res.Method, res.Items = method, n
+	res.RoundTrips = c.Stats().RoundTrips - rt0
+	time.Sleep(l.rtt/2 + 10*time.Millisecond) // let the proxy count the last bytes
+	res.Bytes = proxyBytes(l.zp) - b0
+	switch {
+	case cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
+		res.Capped, res.CapSeconds = true, l.cfg.Cap.Seconds()
+	case err != nil:
+		res.Error = err.Error()
+	default:
+		res.Seconds = el.Seconds()
+	}
+	l.add(res)
+	return res
+}
+
+// sshfs mounts afresh (cold caches), runs one command with the cap and
+// unmounts. prep runs before mounting, outside the timing.
+func (l *linkRun) sshfs(ctx context.Context, w string, ok []int, args ...string) (*Result, error) {
+	res := l.result(w, "sshfs")
+	mnt := filepath.Join(l.dir, "mnt")
+	m, err := l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
+	if err != nil {
+		return nil, err
+	}
+	defer m.unmount()
+	cmd := strings.Join(args, " ")
+	res.Method = strings.ReplaceAll(cmd, mnt, "MNT")
+	b0 := proxyBytes(l.sp)
+	el, capped, err := runCmd(ctx, l.cfg.Cap, ok, args[0], args[1:]...)
+	time.Sleep(l.rtt/2 + 10*time.Millisecond)
+	res.Bytes = proxyBytes(l.sp) - b0
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case capped:
+		res.Capped, res.CapSeconds = true, l.cfg.Cap.Seconds()
+	case err != nil:
+		res.Error = err.Error()
+	default:
+		res.Seconds = el.Seconds()
+	}
+	return res, nil
+}
+
+// prior returns the time of workload w on sshfs at RTT 0 and at the
+// largest smaller non-zero RTT measured (or projected) so far.
+func (l *linkRun) prior(w string) (t0, tr float64, rtt float64, ok bool) {
+	for _, res := range l.rep.Results {
+		if res.Workload != w || res.System != "sshfs" || res.RateMbit != 0 {
+			continue
+		}
+		t, _, has := res.Time()
+		if !has {
+			continue
+		}
+		if res.RTTms == 0 {
+			t0 = t
+		} else if res.RTTms < ms(l.rtt) && res.RTTms > rtt {
+			tr, rtt, ok = t, res.RTTms, true
+		}
+	}
+	return
+}
+
+// estimate extrapolates the time of sshfs on units out of total units at
+// this RTT, linearly in the RTT from earlier results; ok is false without
+// a non-zero smaller RTT to go on.
+func (l *linkRun) estimate(w string, units, total int64) (float64, bool) {
+	t0, tr, r, ok := l.prior(w)
+	if !ok {
+		return 0, false
+	}
+	full := t0 + (tr-t0)*ms(l.rtt)/r
+	return full * float64(units) / float64(total), true
+}
+
+// units returns what a workload's sshfs time scales with: directories read
+// (find), files read (grep) or entries removed (rm), for a subtree or the
+// whole tree.
+func units(w string, s subtree) int64 {
+	switch w {
+	case WFind:
+		return s.dirs
+	case WGrep:
+		return s.files
+	}
+	return s.entries
+}
+
+func (r *runner) whole() subtree {
+	t := r.rep.Tree
+	return subtree{rel: ".", files: t.Files, dirs: t.Dirs, entries: t.Entries}
+}
+
+// pickSubtree chooses the largest subtree whose sshfs run should take about
+// a third of the cap at this RTT.
+func (l *linkRun) pickSubtree(w string) subtree {
+	total := units(w, l.whole())
+	per, ok := l.estimate(w, 1, total)
+	if !ok {
+		// Rough costs from the issue: sshfs needs about 2 round trips per
+		// directory walked, 2-2.5 per file read; allow 3 per entry removed.
+		k := map[string]float64{WFind: 2.5, WGrep: 3, WRm: 3}[w]
+		per = k * l.rtt.Seconds()
+	}
+	budget := l.cfg.Cap.Seconds() / 3
+	minUnits := map[string]int64{WFind: 10, WGrep: 30, WRm: 100}[w]
+	var best *subtree
+	var smallest *subtree
+	for i := range l.subs {
+		s := &l.subs[i]
+		u := units(w, *s)
+		if u < minUnits || u >= total {
+			continue
+		}
+		if smallest == nil || u < units(w, *smallest) {
+			smallest = s
+		}
+		if float64(u)*per <= budget && (best == nil || u > units(w, *best)) {
+			best = s
+		}
+	}
+	if best == nil {
+		best = smallest
+	}
+	if best == nil {
+		return l.whole()
+	}
+	return *best
+}
+
+// shouldSkip says whether the full sshfs run is expected to exceed the cap,
+// from the times at smaller RTTs.
+func (l *linkRun) shouldSkip(w string) bool {
+	total := units(w, l.whole())
+	est, ok := l.estimate(w, total, total)
+	return ok && est > l.cfg.Cap.Seconds()
+}
+
+// projectFromSubtree runs the sshfs command on a subtree and scales its
+// time to the whole tree by the workload's units.
+func (l *linkRun) projectFromSubtree(ctx context.Context, res *Result, w string,
+	run func(sub subtree) (*Result, error)) error {
+	sub := l.pickSubtree(w)
+	sr, err := run(sub)
+	if err != nil {
+		return err
+	}
+	if sr.Error != "" || sr.Capped {
+		res.ProjectedFrom = fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel)
+		return nil
+	}
+	u, total := units(w, sub), units(w, l.whole())
+	res.Projected = sr.Seconds * float64(total) / float64(u)
+	what := map[string]string{WFind: "directories", WGrep: "files", WRm: "entries"}[w]
+	res.ProjectedFrom = fmt.Sprintf("projected from %s (%d files, %d dirs): %.2f s there × %d/%d %s",
+		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, sr.Seconds, total, u, what)
+	return nil
+}
+
+func (l *linkRun) find(ctx context.Context) error {
+	l.zx(ctx, WFind, func(ctx context.Context, t *client.Tree) (int64, string, error) {
+		return zxFind(ctx, t, "/tree", "name="+missingName)
+	})
+	if l.sp == nil {
+		return nil
+	}
+	mnt := filepath.Join(l.dir, "mnt")
+	cmd := func(rel string) []string {
+		return []string{"find", filepath.Join(mnt, "tree", rel), "-name", missingName}
+	}
+	return l.sshfsWorkload(ctx, WFind, nil, cmd, nil)
+}
+
+func (l *linkRun) grep(ctx context.Context) error {
+	l.zx(ctx, WGrep, func(ctx context.Context, t *client.Tree) (int64, string, error) {
+		return zxGrep(ctx, t, "/tree", missingBytes)
+	})
+	if l.sp == nil {
+		return nil
+	}
+	mnt := filepath.Join(l.dir, "mnt")
+	cmd := func(rel string) []string {
+		return []string{"grep", "-r", missingBytes, filepath.Join(mnt, "tree", rel)}
+	}
+	return l.sshfsWorkload(ctx, WGrep, []int{1}, cmd, nil)
+}
+
+func (l *linkRun) rm(ctx context.Context) error {
+	tree := filepath.Join(l.export, "tree")
+	cp := filepath.Join(l.export, "copy")
+	for _, v := range []struct {
+		w string
+		f func(context.Context, *client.Tree, string) (int64, string, error)
+	}{{WRm, zxRmFind}, {WRmAll, zxRmAll}} {
+		if err := copyTree(tree, cp); err != nil {
+			return err
+		}
+		res := l.zx(ctx, v.w, func(ctx context.Context, t *client.Tree) (int64, string, error) {
+			return v.f(ctx, t, "/copy")
+		})
+		if _, err := os.Lstat(cp); err == nil && res.Error == "" && !res.Capped {
+			res.Error = "the copy is still there after the remove"
+		}
+	}
+	if l.sp == nil {
+		return os.RemoveAll(cp)
+	}
+	mnt := filepath.Join(l.dir, "mnt")
+	cmd := func(rel string) []string {
+		return []string{"rm", "-rf", filepath.Join(mnt, "copy")}
+	}
+	prep := func(rel string) error { return copyTree(filepath.Join(tree, rel), cp) }
+	err := l.sshfsWorkload(ctx, WRm, nil, cmd, prep)
+	os.RemoveAll(cp)
+	return err
+}
+
+// sshfsWorkload runs an sshfs workload on the whole tree with the cap, or,
+// when it is expected to exceed the cap, only on a subtree; a capped or
+// skipped run gets a labelled projection.
+func (l *linkRun) sshfsWorkload(ctx context.Context, w string, ok []int,
+	cmd func(rel string) []string, prep func(rel string) error) error {
+	if l.shouldSkip(w) {
+		res := l.result(w, "sshfs")
+		res.Method = strings.ReplaceAll(strings.Join(cmd("."), " "), filepath.Join(l.dir, "mnt"), "MNT")
+		res.Skipped = true
+		err := l.projectFromSubtree(ctx, res, w, func(sub subtree) (*Result, error) {
+			if prep != nil {
+				if err := prep(sub.rel); err != nil {
+					return nil, err
+				}
+			}
+			return l.sshfs(ctx, w, ok, cmd(sub.rel)...)
+		})
+		if err != nil {
+			return err
+		}
+		res.ProjectedFrom = "full run skipped (a smaller RTT showed it exceeds the cap); " + res.ProjectedFrom
+		l.add(res)
+		return nil
+	}
+	if prep != nil {
+		if err := prep("."); err != nil {
+			return err
+		}
+	}
+	res, err := l.sshfs(ctx, w, ok, cmd(".")...)
+	if err != nil {
+		return err
+	}
+	if res.Capped {
+		if w == WRm {
+			l.projectFromProgress(res)
+		} else if err := l.projectFromSubtree(ctx, res, w, func(sub subtree) (*Result, error) {
+			if prep != nil {
+				if err := prep(sub.rel); err != nil {
+					return nil, err
+				}
+			}
+			return l.sshfs(ctx, w, ok, cmd(sub.rel)...)
+		}); err != nil {
+			return err
+		}
+	}
+	l.add(res)
+	return nil
+}
+
+// projectFromProgress projects a capped rm from the entries it removed.
+func (l *linkRun) projectFromProgress(res *Result) {
+	left := int64(0)
+	filepath.WalkDir(filepath.Join(l.export, "copy"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			left++
+		}
+		return nil
+	})
+	total := l.rep.Tree.Entries
+	done := total - left
+	if done <= 0 {
+		res.ProjectedFrom = "no projection: nothing was removed within the cap"
+		return
+	}
+	res.Projected = res.CapSeconds * float64(total) / float64(done)
+	res.ProjectedFrom = fmt.Sprintf("projected from progress: %d of %d entries removed in the %.0f s cap", done, total, res.CapSeconds)
+}
+
+// file writes then reads the big file.
+func (l *linkRun) file(ctx context.Context) error {
+	zxPath := filepath.Join(l.export, "zx-big")
+	sshPath := filepath.Join(l.export, "sshfs-big")
+	os.Remove(zxPath)
+	os.Remove(sshPath)
+	defer os.Remove(zxPath)
+	defer os.Remove(sshPath)
+	if l.cfg.want(WWrite) {
+		l.zx(ctx, WWrite, func(ctx context.Context, t *client.Tree) (int64, string, error) {
+			return zxWrite(ctx, t, "/zx-big", l.data)
+		})
+	}
+	if err := l.ensureBig(zxPath); err != nil {
+		return err
+	}
+	if l.cfg.want(WRead) {
+		l.zx(ctx, WRead, func(ctx context.Context, t *client.Tree) (int64, string, error) {
+			return zxRead(ctx, t, "/zx-big", l.data)
+		})
+	}
+	if l.sp == nil {
+		return nil
+	}
+	mnt := filepath.Join(l.dir, "mnt")
+	if l.cfg.want(WWrite) {
+		res, err := l.sshfs(ctx, WWrite, nil, "dd", "if="+l.bigSrc, "of="+filepath.Join(mnt, "sshfs-big"),
+			"bs=1M", "conv=fsync", "status=none")
+		if err != nil {
+			return err
+		}
+		res.Method = strings.ReplaceAll(res.Method, l.bigSrc, "LOCAL")
+		res.Items = l.cfg.FileSize
+		if res.Error == "" && !res.Capped {
+			if err := l.sameAsData(sshPath); err != nil {
+				res.Error = err.Error()
+			}
+		}
+		if res.Capped {
+			res.ProjectedFrom = "no projection"
+		}
+		l.add(res)
+	}
+	if err := l.ensureBig(sshPath); err != nil {
+		return err
+	}
+	if l.cfg.want(WRead) {
+		res, err := l.sshfs(ctx, WRead, nil, "dd", "if="+filepath.Join(mnt, "sshfs-big"), "of=/dev/null", "bs=1M", "status=none")
+		if err != nil {
+			return err
+		}
+		res.Items = l.cfg.FileSize
+		if res.Capped {
+			res.ProjectedFrom = "no projection"
+		}
+		l.add(res)
+	}
+	return nil
+}
+
+// ensureBig makes sure the file on the server's disk holds the data, for
+// the read that follows, whatever the write before did.
+func (l *linkRun) ensureBig(p string) error {
+	if l.sameAsData(p) == nil {
+		return nil
+	}
+	return os.WriteFile(p, l.data, 0o600)
+}
+
+func (l *linkRun) sameAsData(p string) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if len(b) != len(l.data) {
+		return fmt.Errorf("%s holds %d bytes, want %d", filepath.Base(p), len(b), len(l.data))
+	}
+	for i := 0; i < len(b); i += 1 << 20 {
+		j := min(i+1<<20, len(b))
+		if string(b[i:j]) != string(l.data[i:j]) {
+			return fmt.Errorf("%s differs near offset %d", filepath.Base(p), i)
+		}
+	}
+	return nil
+}

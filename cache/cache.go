@@ -1,0 +1,1170 @@
+// Package cache is a caching zx.Tree layer over a remote tree (normally
+// the client): it keeps entries, complete directory listings, negative
+// lookups and whole-file data in memory, and keeps them coherent with the
+// remote's change notices (zx.Watcher), falling back to a coherency window
+// when it has none. Writes go through and update the cache from their
+// replies. See docs/cache.md for the exact rules.
+package cache
+
+import (
+	"container/list"
+	"context"
+	"io"
+	"log/slog"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zxfs/zx"
+)
+
+// Inval says what an invalidation concerns.
+type Inval uint8
+
+// Invalidation kinds (a bit set).
+const (
+	InvalAttr  Inval = 1 << iota // the attributes of path changed
+	InvalData                    // the contents of the file at path changed
+	InvalEntry                   // the name path appeared, went away or names another file
+	InvalAll                     // anything may have changed (path is "/")
+)
+
+// Options configure a Cache.
+type Options struct {
+	// Coherency is how long cached metadata is trusted when the cache
+	// has no live watch. Default 1s; negative: never trust without a watch.
+	Coherency time.Duration
+
+	// MaxFileCache is the largest file whose whole contents are cached.
+	// Default 64 MiB; negative: no data caching.
+	MaxFileCache int64
+
+	// MemBytes bounds the memory used for cached file data (LRU).
+	// Default 512 MiB.
+	MemBytes int64
+
+	// OnInvalidate, if set, is called from the cache's watch goroutine
+	// (never with a lock held, never from a Tree call) for each change
+	// notice that invalidated something cached, so an upper layer (the
+	// FUSE mount) can invalidate its own copy.
+	OnInvalidate func(path string, what Inval)
+
+	// NoWatch: do not subscribe to change notices even if the remote
+	// can send them.
+	NoWatch bool
+
+	// WatchTimeout bounds how long New waits for the watch to be in
+	// place. Default 10s.
+	WatchTimeout time.Duration
+
+	// NoPrefetch: a Stat that misses does not also list the parent.
+	NoPrefetch bool
+
+	Logger *slog.Logger
+}
+
+// Stats counts what the cache did.
+type Stats struct {
+	Hits, Misses  int64 // reads answered from the cache / sent on
+	Events        int64 // change notices applied
+	Invalidations int64 // notices that invalidated something
+	DataBytes     int64 // bytes of file data cached
+	Entries       int   // entries cached (positive and negative)
+}
+
+// Cache is a caching zx.Tree, zx.Finder and zx.Watcher over a remote tree.
+type Cache struct {
+	remote zx.Tree
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	ents      map[string]*entry
+	files     map[string]*file
+	lru       list.List // of *file, most recent first
+	mem       int64
+	seq       uint64 // counts changes (local writes issued, notices applied)
+	recs      []rec  // recent changes, oldest first
+	recsMin   uint64 // changes with seq below this are forgotten
+	pend      map[string]int
+	pendBelow map[string]int
+	deferred  map[string][]zx.Event // notices about paths with local writes pending
+	listing   map[string]bool       // directories being listed by a prefetch
+	watching  bool
+	epoch     uint64 // changes when watching changes
+	ready     chan struct{}
+	stats     Stats
+
+	cbmu    sync.Mutex
+	onInval func(string, Inval)
+}
+
+// entry is what the cache knows about a path.
+type entry struct {
+	d       zx.Dir    // nil: the path does not exist
+	at      time.Time // when the request that produced it was issued
+	watched bool      // valid until a notice says otherwise
+	stale   bool      // attributes out of date (a child changed); kids still valid
+
+	// For directories: the names in it, when a complete listing is
+	// cached. Their entries are in ents as long as the listing is valid.
+	kids     map[string]bool
+	listAt   time.Time
+	listWtch bool
+}
+
+// file is cached file data, valid for the entry with that size and mtime.
+type file struct {
+	path  string
+	size  string
+	mtime string
+	data  []byte
+	el    *list.Element
+}
+
+// rec is one change, for reads in flight to check against.
+type rec struct {
+	seq   uint64
+	paths []string
+	kind  zx.EventKind
+	local bool
+}
+
+const maxRecs = 4096
+
+var (
+	_ zx.Tree    = (*Cache)(nil)
+	_ zx.Finder  = (*Cache)(nil)
+	_ zx.Watcher = (*Cache)(nil)
+)
+
+// New returns a cache over remote. If remote is a zx.Watcher (and
+// opts.NoWatch is not set), New subscribes to its notices for "/" and
+// waits (up to opts.WatchTimeout) for the watch to be in place.
+func New(remote zx.Tree, opts Options) *Cache {
+	if opts.Coherency == 0 {
+		opts.Coherency = time.Second
+	}
+	if opts.MaxFileCache == 0 {
+		opts.MaxFileCache = 64 << 20
+	}
+	if opts.MemBytes <= 0 {
+		opts.MemBytes = 512 << 20
+	}
+	if opts.WatchTimeout <= 0 {
+		opts.WatchTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		remote: remote, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		done:      make(chan struct{}),
+		ents:      make(map[string]*entry),
+		files:     make(map[string]*file),
+		pend:      make(map[string]int),
+		pendBelow: make(map[string]int),
+		deferred:  make(map[string][]zx.Event),
+		listing:   make(map[string]bool),
+		ready:     make(chan struct{}),
+		recsMin:   1,
+		onInval:   opts.OnInvalidate,
+	}
+	w, ok := remote.(zx.Watcher)
+	if !ok || opts.NoWatch {
+		close(c.done)
+		return c
+	}
+	go c.watchLoop(w)
+	t := time.NewTimer(opts.WatchTimeout)
+	defer t.Stop()
+	select {
+	case <-c.ready:
+	case <-t.C:
+		c.log.Warn("cache: watch not ready; using the coherency window", "timeout", opts.WatchTimeout)
+	}
+	return c
+}
+
+// SetOnInvalidate replaces Options.OnInvalidate (nil: none). The FUSE
+// mount sets it once it is mounted.
+func (c *Cache) SetOnInvalidate(f func(path string, what Inval)) {
+	c.cbmu.Lock()
+	c.onInval = f
+	c.cbmu.Unlock()
+}
+
+// Close stops the watch. The remote is not closed.
+func (c *Cache) Close() error {
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// Watching reports whether the cache has a live watch, so that cached
+// metadata is trusted until a notice says otherwise.
+func (c *Cache) Watching() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watching
+}
+
+// Coherency returns the coherency window used without a watch.
+func (c *Cache) Coherency() time.Duration { return max(c.opts.Coherency, 0) }
+
+// Remote returns the tree below the cache.
+func (c *Cache) Remote() zx.Tree { return c.remote }
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.DataBytes = c.mem
+	s.Entries = len(c.ents)
+	return s
+}
+
+// Flush drops everything cached.
+func (c *Cache) Flush() {
+	c.mu.Lock()
+	c.dropAll()
+	c.mu.Unlock()
+}
+
+// ---- validity and bookkeeping (c.mu held) ----
+
+func (c *Cache) valid(at time.Time, watched bool) bool {
+	if watched && c.watching {
+		return true
+	}
+	return c.opts.Coherency > 0 && time.Since(at) < c.opts.Coherency
+}
+
+func (c *Cache) validEntry(e *entry) bool { return e != nil && !e.stale && c.valid(e.at, e.watched) }
+
+// listed returns the complete listing of dir p, if valid: every child's
+// entry is present and valid.
+func (c *Cache) listed(p string) (*entry, bool) {
+	e := c.ents[p]
+	if e == nil || e.d == nil || e.kids == nil || !c.valid(e.listAt, e.listWtch) {
+		return nil, false
+	}
+	return e, true
+}
+
+// pendingOverlap reports whether a local write on a path overlapping p is
+// in flight: then p must not be answered from the cache, but by the remote,
+// which applies requests in issue order.
+func (c *Cache) pendingOverlap(p string) bool {
+	for q := p; ; q = parent(q) {
+		if c.pend[q] > 0 {
+			return true
+		}
+		if q == "/" {
+			break
+		}
+	}
+	return c.pendBelow[p] > 0
+}
+
+func (c *Cache) pendAdd(paths ...string) {
+	for _, p := range paths {
+		c.pend[p]++
+		for q := p; q != "/"; {
+			q = parent(q)
+			c.pendBelow[q]++
+		}
+	}
+}
+
+func (c *Cache) pendDel(paths ...string) {
+	for _, p := range paths {
+		if c.pend[p]--; c.pend[p] <= 0 {
+			delete(c.pend, p)
+		}
+		for q := p; q != "/"; {
+			q = parent(q)
+			if c.pendBelow[q]--; c.pendBelow[q] <= 0 {
+				delete(c.pendBelow, q)
+			}
+		}
+	}
+}
+
+// record notes a change and returns its sequence number.
+func (c *Cache) record(kind zx.EventKind, local bool, paths ...string) uint64 {
+	c.seq++
+	c.recs = append(c.recs, rec{seq: c.seq, paths: paths, kind: kind, local: local})
+	if len(c.recs) > maxRecs {
+		n := len(c.recs) / 2
+		c.recsMin = c.recs[n].seq
+		c.recs = slices.Delete(c.recs, 0, n)
+	}
+	return c.seq
+}
+
+// changedSince reports whether a change recorded after seq s may affect
+// what a read of p (an entry; or, with listing, the listing of p) returned.
+func (c *Cache) changedSince(s uint64, p string, listing bool) bool {
+	if s+1 < c.recsMin {
+		return true
+	}
+	for i := len(c.recs) - 1; i >= 0 && c.recs[i].seq > s; i-- {
+		r := &c.recs[i]
+		for _, q := range r.paths {
+			switch {
+			case q == p:
+				return true
+			case zx.HasPrefix(p, q) && (r.local || r.kind != zx.Changed):
+				return true // an ancestor was removed, moved or replaced
+			case listing && q != "/" && parent(q) == p:
+				return true
+			case r.local && zx.HasPrefix(q, p):
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// drop forgets the entry at p and everything below it.
+func (c *Cache) drop(p string) {
+	for q := range c.ents {
+		if zx.HasPrefix(q, p) {
+			delete(c.ents, q)
+		}
+	}
+	for q, f := range c.files {
+		if zx.HasPrefix(q, p) {
+			c.dropFile(f)
+		}
+	}
+}
+
+// forget drops the entry at p and below, and marks the parent's
+// attributes stale (its mtime, size and link count change with it); the
+// parent's listing is kept, with p's name in it if it was: a lookup of p
+// then misses.
+func (c *Cache) forget(p string) {
+	c.drop(p)
+	c.staleParent(p)
+}
+
+func (c *Cache) staleParent(p string) {
+	if p != "/" {
+		if pe := c.ents[parent(p)]; pe != nil {
+			pe.stale = true
+		}
+	}
+}
+
+// unlist marks the listing of dir p incomplete.
+func (c *Cache) unlist(p string) {
+	if e := c.ents[p]; e != nil {
+		e.kids = nil
+	}
+}
+
+func (c *Cache) dropAll() {
+	clear(c.ents)
+	for _, f := range c.files {
+		c.dropFile(f)
+	}
+}
+
+func (c *Cache) dropFile(f *file) {
+	if c.files[f.path] == f {
+		delete(c.files, f.path)
+	}
+	if f.el != nil {
+		c.lru.Remove(f.el)
+		f.el = nil
+		c.mem -= int64(len(f.data))
+	}
+}
+
+// set installs the entry d at p, keeping p's listing if it stays a
+// directory, and adds p to its parent's listing.
+func (c *Cache) set(p string, d zx.Dir, at time.Time, watched bool) {
+	old := c.ents[p]
+	e := &entry{d: d, at: at, watched: watched}
+	if old != nil && old.d != nil && d != nil && old.d.IsDir() && d.IsDir() {
+		e.kids, e.listAt, e.listWtch = old.kids, old.listAt, old.listWtch
+	}
+	if old != nil && old.d != nil && (d == nil || old.d.Type() != d.Type()) {
+		c.drop(p)
+	}
+	c.ents[p] = e
+	if p == "/" {
+		return
+	}
+	if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+		name := path.Base(p)
+		if d == nil {
+			delete(pe.kids, name)
+		} else {
+			pe.kids[name] = true
+		}
+	}
+	if f := c.files[p]; f != nil && (d == nil || f.size != d[zx.ASize] || f.mtime != d[zx.AMtime]) {
+		c.dropFile(f)
+	}
+}
+
+// cachedData returns the cached contents of the file whose entry is d.
+func (c *Cache) cachedData(p string, d zx.Dir) ([]byte, bool) {
+	f := c.files[p]
+	if f == nil || f.size != d[zx.ASize] || f.mtime != d[zx.AMtime] {
+		return nil, false
+	}
+	c.lru.MoveToFront(f.el)
+	return f.data, true
+}
+
+func (c *Cache) setData(p string, d zx.Dir, data []byte) {
+	if int64(len(data)) > c.opts.MaxFileCache || int64(len(data)) > c.opts.MemBytes {
+		return
+	}
+	if f := c.files[p]; f != nil {
+		c.dropFile(f)
+	}
+	f := &file{path: p, size: d[zx.ASize], mtime: d[zx.AMtime], data: data}
+	f.el = c.lru.PushFront(f)
+	c.files[p] = f
+	c.mem += int64(len(data))
+	for c.mem > c.opts.MemBytes {
+		c.dropFile(c.lru.Back().Value.(*file))
+	}
+}
+
+// ---- requests ----
+
+func parent(p string) string {
+	if p == "/" {
+		return "/"
+	}
+	return path.Dir(p)
+}
+
+func replyc(r zx.Reply) <-chan zx.Reply {
+	c := make(chan zx.Reply, 1)
+	c <- r
+	return c
+}
+
+func errc(err error) <-chan error {
+	c := make(chan error, 1)
+	c <- err
+	return c
+}
+
+func notExist(op, p string) error { return zx.E(zx.ErrNotExist, op, p, "") }
+
+// Stat implements zx.Tree. An entry is answered from the cache when it
+// is cached and valid, or when the parent's complete listing is cached
+// and lacks the name. Otherwise the remote is asked and, unless
+// Options.NoPrefetch, the parent is listed in the same round trip.
+func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
+	cp, err := zx.CleanPath(p)
+	if err != nil {
+		return replyc(zx.Reply{Err: zx.Errorf("stat", p, err)})
+	}
+	p = cp
+	c.mu.Lock()
+	if !c.pendingOverlap(p) {
+		if e := c.ents[p]; c.validEntry(e) {
+			c.stats.Hits++
+			c.mu.Unlock()
+			if e.d == nil {
+				return replyc(zx.Reply{Err: notExist("stat", p)})
+			}
+			return replyc(zx.Reply{Dir: e.d.Clone()})
+		}
+		if pe, ok := c.listed(parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
+			c.stats.Hits++
+			c.mu.Unlock()
+			return replyc(zx.Reply{Err: notExist("stat", p)})
+		}
+	}
+	c.stats.Misses++
+	s, ep, at := c.seq, c.epoch, time.Now()
+	pp := parent(p)
+	prefetch := !c.opts.NoPrefetch && p != "/" && !c.listing[pp] && !c.pendingOverlap(pp)
+	if prefetch {
+		if _, ok := c.listed(pp); ok {
+			prefetch = false
+		}
+	}
+	if prefetch {
+		c.listing[pp] = true
+	}
+	c.mu.Unlock()
+	rc := c.remote.Stat(ctx, p)
+	if prefetch {
+		c.prefetchDir(pp)
+	}
+	out := make(chan zx.Reply, 1)
+	go func() {
+		r := <-rc
+		c.mu.Lock()
+		if !c.changedSince(s, p, false) {
+			w := c.watching && c.epoch == ep
+			if r.Err == nil {
+				c.set(p, r.Dir.Clone(), at, w)
+			} else if zx.KindOf(r.Err) == zx.ErrNotExist {
+				c.set(p, nil, at, w)
+			}
+		}
+		c.mu.Unlock()
+		out <- r
+	}()
+	return out
+}
+
+// prefetchDir lists directory p in the background and caches the listing.
+// It is issued at once, so that it shares the caller's round trip.
+func (c *Cache) prefetchDir(p string) {
+	c.mu.Lock()
+	s, ep, at := c.seq, c.epoch, time.Now()
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	var sc <-chan zx.Reply
+	if e := c.peek(p); !c.validEntryLocked(e) {
+		sc = c.remote.Stat(ctx, p)
+	}
+	ic := c.remote.Get(ctx, p, 0, -1)
+	go func() {
+		defer cancel()
+		var r zx.Reply
+		if sc != nil {
+			r = <-sc
+		}
+		var ds []zx.Dir
+		ok := true
+		for it := range ic {
+			if it.Err != nil || it.Data != nil {
+				ok = false
+			}
+			if it.Dir != nil {
+				ds = append(ds, it.Dir)
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.listing, p)
+		if sc != nil && r.Err == nil && r.Dir.IsDir() && !c.changedSince(s, p, false) {
+			c.set(p, r.Dir.Clone(), at, c.watching && c.epoch == ep)
+		}
+		if ok && ctx.Err() == nil {
+			c.installListing(p, ds, s, ep, at)
+		}
+	}()
+}
+
+func (c *Cache) peek(p string) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ents[p]
+}
+
+// validEntryLocked is validEntry for callers without c.mu.
+func (c *Cache) validEntryLocked(e *entry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validEntry(e)
+}
+
+// installListing caches the complete listing ds of directory p, fetched
+// by a request issued at seq s, epoch ep, time at.
+func (c *Cache) installListing(p string, ds []zx.Dir, s, ep uint64, at time.Time) {
+	e := c.ents[p]
+	if e == nil || e.d == nil || !e.d.IsDir() || c.changedSince(s, p, true) {
+		if e == nil && len(ds) > 0 && !c.changedSince(s, p, true) {
+			// We know it is a directory, but not its entry: the
+			// children are still worth keeping.
+			w := c.watching && c.epoch == ep
+			for _, d := range ds {
+				c.set(d.Path(), d, at, w)
+			}
+		}
+		return
+	}
+	w := c.watching && c.epoch == ep
+	kids := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		kids[d.Name()] = true
+		c.set(d.Path(), d, at, w)
+	}
+	// Children that went away since an earlier listing.
+	if e.kids != nil {
+		for name := range e.kids {
+			if !kids[name] {
+				c.drop(join(p, name))
+			}
+		}
+	}
+	e.kids, e.listAt, e.listWtch = kids, at, w
+}
+
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// Get implements zx.Tree. Complete listings and whole files up to
+// Options.MaxFileCache are served from the cache when valid; a whole
+// listing or a small file is fetched whole, in one request, and cached.
+func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.Item {
+	cp, err := zx.CleanPath(p)
+	if err != nil || off < 0 {
+		return c.remote.Get(ctx, p, off, count)
+	}
+	p = cp
+	c.mu.Lock()
+	var e *entry
+	if !c.pendingOverlap(p) {
+		e = c.ents[p]
+		if !c.validEntry(e) {
+			e = nil
+		}
+	}
+	if e != nil {
+		if e.d == nil {
+			c.stats.Hits++
+			c.mu.Unlock()
+			return itemsFrom(ctx, []zx.Item{{Err: notExist("get", p)}})
+		}
+		if e.d.IsDir() {
+			if le, ok := c.listed(p); ok {
+				var its []zx.Item
+				names := make([]string, 0, len(le.kids))
+				for name := range le.kids {
+					names = append(names, name)
+				}
+				slices.Sort(names)
+				complete := true
+				for _, name := range names {
+					ce := c.ents[join(p, name)]
+					if !c.validEntry(ce) || ce.d == nil {
+						complete = false
+						break
+					}
+					its = append(its, zx.Item{Dir: ce.d.Clone()})
+				}
+				if complete {
+					c.stats.Hits++
+					c.mu.Unlock()
+					its = its[min(off, int64(len(its))):]
+					if count >= 0 && count < int64(len(its)) {
+						its = its[:count]
+					}
+					return itemsFrom(ctx, its)
+				}
+			}
+		} else if e.d.Type() == zx.TypeFile {
+			if data, ok := c.cachedData(p, e.d); ok {
+				c.stats.Hits++
+				c.mu.Unlock()
+				return itemsFrom(ctx, dataItems(data, off, count))
+			}
+		}
+	}
+	c.stats.Misses++
+	s, ep, at := c.seq, c.epoch, time.Now()
+	c.mu.Unlock()
+
+	whole := off == 0 && count < 0
+	switch {
+	case e != nil && e.d.IsDir() && whole:
+		return c.fetchDir(ctx, p, s, ep, at)
+	case e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache:
+		return c.fetchFile(ctx, p, e.d, nil, off, count, s, ep, at)
+	case e == nil && whole:
+		// Unknown: ask for the entry in the same round trip.
+		sc := c.remote.Stat(ctx, p)
+		rc := c.remote.Get(ctx, p, 0, -1)
+		return c.fetchAny(ctx, p, sc, rc, s, ep, at)
+	}
+	return c.remote.Get(ctx, p, off, count)
+}
+
+// fetchDir lists p, forwarding the entries, and caches the listing.
+func (c *Cache) fetchDir(ctx context.Context, p string, s, ep uint64, at time.Time) <-chan zx.Item {
+	rc := c.remote.Get(ctx, p, 0, -1)
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		var ds []zx.Dir
+		ok := true
+		for it := range rc {
+			if it.Err != nil || it.Data != nil {
+				ok = false
+			}
+			if it.Dir != nil {
+				ds = append(ds, it.Dir.Clone())
+			}
+			if !sendItem(ctx, out, it) {
+				ok = false
+			}
+		}
+		if ok && ctx.Err() == nil {
+			c.mu.Lock()
+			c.installListing(p, ds, s, ep, at)
+			c.mu.Unlock()
+		}
+	}()
+	return out
+}
+
+// fetchFile gets the whole file p, whose entry is d, forwards the range
+// asked for, and caches the data if it matches d.
+func (c *Cache) fetchFile(ctx context.Context, p string, d zx.Dir, rc <-chan zx.Item, off, count int64, s, ep uint64, at time.Time) <-chan zx.Item {
+	if rc == nil {
+		rc = c.remote.Get(ctx, p, 0, -1)
+	}
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		var buf []byte
+		var pos int64
+		ok := true
+		end := int64(-1)
+		if count >= 0 {
+			end = off + count
+		}
+		for it := range rc {
+			if it.Err != nil || it.Dir != nil {
+				ok = false
+				if !sendItem(ctx, out, it) {
+					break
+				}
+				continue
+			}
+			buf = append(buf, it.Data...)
+			// Forward the part of this chunk in [off, end).
+			lo, hi := pos, pos+int64(len(it.Data))
+			pos = hi
+			a, b := max(lo, off), hi
+			if end >= 0 {
+				b = min(hi, end)
+			}
+			if a < b {
+				if !sendItem(ctx, out, zx.Item{Data: it.Data[a-lo : b-lo]}) {
+					ok = false
+				}
+			}
+		}
+		if ok && ctx.Err() == nil && int64(len(buf)) == d.Size() {
+			c.mu.Lock()
+			if !c.changedSince(s, p, false) {
+				if e := c.ents[p]; e == nil || e.d == nil || e.d[zx.ASize] == d[zx.ASize] && e.d[zx.AMtime] == d[zx.AMtime] {
+					if e == nil {
+						c.set(p, d, at, c.watching && c.epoch == ep)
+					}
+					c.setData(p, d, buf)
+				}
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return out
+}
+
+// fetchAny handles a whole Get of a path whose type is unknown: sc is a
+// Stat and rc a Get of it, issued together.
+func (c *Cache) fetchAny(ctx context.Context, p string, sc <-chan zx.Reply, rc <-chan zx.Item, s, ep uint64, at time.Time) <-chan zx.Item {
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		r := <-sc
+		c.mu.Lock()
+		if !c.changedSince(s, p, false) {
+			if r.Err == nil {
+				c.set(p, r.Dir.Clone(), at, c.watching && c.epoch == ep)
+			} else if zx.KindOf(r.Err) == zx.ErrNotExist {
+				c.set(p, nil, at, c.watching && c.epoch == ep)
+			}
+		}
+		c.mu.Unlock()
+		var in <-chan zx.Item
+		switch {
+		case r.Err == nil && r.Dir.IsDir():
+			var ds []zx.Dir
+			ok := true
+			for it := range rc {
+				if it.Err != nil || it.Data != nil {
+					ok = false
+				}
+				if it.Dir != nil {
+					ds = append(ds, it.Dir.Clone())
+				}
+				if !sendItem(ctx, out, it) {
+					ok = false
+				}
+			}
+			if ok && ctx.Err() == nil {
+				c.mu.Lock()
+				c.installListing(p, ds, s, ep, at)
+				c.mu.Unlock()
+			}
+			return
+		case r.Err == nil && r.Dir.Type() == zx.TypeFile && r.Dir.Size() <= c.opts.MaxFileCache:
+			in = c.fetchFile(ctx, p, r.Dir, rc, 0, -1, s, ep, at)
+		default:
+			in = rc
+		}
+		for it := range in {
+			sendItem(ctx, out, it)
+		}
+	}()
+	return out
+}
+
+// sendItem sends it on out unless ctx is done.
+func sendItem(ctx context.Context, out chan<- zx.Item, it zx.Item) bool {
+	select {
+	case out <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// itemsFrom streams its.
+func itemsFrom(ctx context.Context, its []zx.Item) <-chan zx.Item {
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		for _, it := range its {
+			if !sendItem(ctx, out, it) {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// dataItems returns the range [off, off+count) of data as Items of at most
+// 64 KiB, copied.
+func dataItems(data []byte, off, count int64) []zx.Item {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	end := int64(len(data))
+	if count >= 0 && off+count < end {
+		end = off + count
+	}
+	var its []zx.Item
+	for off < end {
+		n := min(end-off, 64<<10)
+		its = append(its, zx.Item{Data: slices.Clone(data[off : off+n])})
+		off += n
+	}
+	return its
+}
+
+// ---- writes ----
+
+// begin registers a local write on paths, issued now.
+func (c *Cache) begin(paths ...string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pendAdd(paths...)
+	return c.record(zx.Changed, true, paths...)
+}
+
+// end unregisters a write issued at s, calls apply (with c.mu held) to
+// update the cache from its outcome, then applies notices that arrived for
+// its paths meanwhile.
+func (c *Cache) end(s uint64, paths []string, apply func()) {
+	c.mu.Lock()
+	// A later local write on the same paths will install its own result:
+	// installing ours could go back in time.
+	later := false
+	for i := len(c.recs) - 1; i >= 0 && c.recs[i].seq > s; i-- {
+		if c.recs[i].local && overlapsAny(c.recs[i].paths, paths) {
+			later = true
+		}
+	}
+	if later {
+		for _, p := range paths {
+			c.drop(p)
+			c.unlist(parent(p))
+		}
+	} else {
+		apply()
+	}
+	c.pendDel(paths...)
+	var cbs []inval
+	for _, p := range paths {
+		if c.pend[p] > 0 {
+			continue
+		}
+		evs := c.deferred[p]
+		delete(c.deferred, p)
+		for _, ev := range evs {
+			cbs = append(cbs, c.apply(ev)...)
+		}
+	}
+	c.mu.Unlock()
+	c.callback(cbs)
+}
+
+func overlapsAny(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if zx.Overlaps(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Put implements zx.Tree: it goes through, and the entry in its reply
+// (the final attributes) is cached.
+func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	cp, err := zx.CleanPath(p)
+	if err != nil {
+		return c.remote.Put(ctx, p, d, off, data)
+	}
+	p = cp
+	s := c.begin(p)
+	at := time.Now()
+	// A Put that replaces the whole file tells us its new contents: keep
+	// them, so reading back what was written costs nothing.
+	var tee *teeReader
+	if _, sized := d[zx.ASize]; sized && off == 0 && data != nil && c.opts.MaxFileCache > 0 {
+		tee = &teeReader{r: data, max: c.opts.MaxFileCache}
+		data = tee
+	}
+	rc := c.remote.Put(ctx, p, d, off, data)
+	out := make(chan zx.Reply, 1)
+	go func() {
+		r := <-rc
+		c.end(s, []string{p}, func() {
+			c.applyReply(p, r, at)
+			if tee != nil && r.Err == nil && r.Dir != nil && r.Dir.Type() == zx.TypeFile {
+				if b, ok := tee.captured(); ok && int64(len(b)) == r.Dir.Size() {
+					c.setData(p, r.Dir, b)
+				}
+			}
+		})
+		out <- r
+	}()
+	return out
+}
+
+// teeReader keeps a copy of what is read through it, up to max bytes.
+type teeReader struct {
+	r    io.Reader
+	max  int64
+	mu   sync.Mutex
+	buf  []byte
+	over bool
+	eof  bool
+}
+
+func (t *teeReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.mu.Lock()
+	if !t.over {
+		if int64(len(t.buf)+n) > t.max {
+			t.over, t.buf = true, nil
+		} else {
+			t.buf = append(t.buf, p[:n]...)
+		}
+	}
+	if err == io.EOF {
+		t.eof = true
+	}
+	t.mu.Unlock()
+	return n, err
+}
+
+// captured returns everything read, if it was read to its end.
+func (t *teeReader) captured() ([]byte, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf, t.eof && !t.over
+}
+
+// applyReply caches the entry of a Put or Wstat reply.
+func (c *Cache) applyReply(p string, r zx.Reply, at time.Time) {
+	if r.Err != nil || r.Dir == nil || r.Dir.Path() != p {
+		c.drop(p)
+		if r.Err != nil && zx.KindOf(r.Err) == zx.ErrNotExist {
+			c.unlist(parent(p))
+		}
+		return
+	}
+	if f := c.files[p]; f != nil {
+		c.dropFile(f) // written: even with the same size and mtime
+	}
+	if old := c.ents[p]; old == nil || old.d == nil || old.d.Type() != r.Dir.Type() {
+		c.staleParent(p) // perhaps created
+	}
+	c.set(p, r.Dir.Clone(), at, c.watching)
+}
+
+// Wstat implements zx.Tree, as Put.
+func (c *Cache) Wstat(ctx context.Context, p string, d zx.Dir) <-chan zx.Reply {
+	cp, err := zx.CleanPath(p)
+	if err != nil {
+		return c.remote.Wstat(ctx, p, d)
+	}
+	p = cp
+	s := c.begin(p)
+	at := time.Now()
+	rc := c.remote.Wstat(ctx, p, d)
+	out := make(chan zx.Reply, 1)
+	go func() {
+		r := <-rc
+		c.end(s, []string{p}, func() {
+			if r.Err == nil && r.Dir != nil && r.Dir.Path() == p {
+				// Keep cached data when only attributes changed.
+				if e := c.ents[p]; e != nil && e.d != nil {
+					if f := c.files[p]; f != nil && (f.size != r.Dir[zx.ASize] || f.mtime != r.Dir[zx.AMtime]) {
+						c.dropFile(f)
+					}
+				}
+				c.set(p, r.Dir.Clone(), at, c.watching)
+				return
+			}
+			c.drop(p)
+		})
+		out <- r
+	}()
+	return out
+}
+
+// Move implements zx.Tree.
+func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
+	f, err1 := zx.CleanPath(from)
+	t, err2 := zx.CleanPath(to)
+	if err1 != nil || err2 != nil || f == "/" || t == "/" {
+		return c.remote.Move(ctx, from, to)
+	}
+	s := c.begin(f, t)
+	at := time.Now()
+	ec := c.remote.Move(ctx, f, t)
+	out := make(chan error, 1)
+	go func() {
+		err := <-ec
+		c.end(s, []string{f, t}, func() {
+			if err != nil {
+				if zx.KindOf(err) == zx.ErrNotExist {
+					c.drop(f)
+					c.unlist(parent(f))
+				}
+				return
+			}
+			if f == t {
+				return
+			}
+			c.staleParent(f)
+			c.staleParent(t)
+			old := c.ents[f]
+			c.drop(f)
+			c.drop(t)
+			c.set(f, nil, at, c.watching)
+			if old != nil && old.d != nil {
+				d := old.d.Clone()
+				d[zx.APath], d[zx.AName] = t, path.Base(t)
+				delete(d, zx.ACtime)
+				c.set(t, d, old.at, old.watched)
+				if e := c.ents[t]; e != nil {
+					if d.IsDir() {
+						e.kids = nil
+					}
+				}
+			} else {
+				c.unlist(parent(t))
+			}
+		})
+		out <- err
+	}()
+	return out
+}
+
+// Remove implements zx.Tree.
+func (c *Cache) Remove(ctx context.Context, p string) <-chan error {
+	return c.remove(ctx, p, false)
+}
+
+// RemoveAll implements zx.Tree.
+func (c *Cache) RemoveAll(ctx context.Context, p string) <-chan error {
+	return c.remove(ctx, p, true)
+}
+
+func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
+	cp, err := zx.CleanPath(p)
+	if err != nil || cp == "/" {
+		if all {
+			return c.remote.RemoveAll(ctx, p)
+		}
+		return c.remote.Remove(ctx, p)
+	}
+	p = cp
+	s := c.begin(p)
+	at := time.Now()
+	var ec <-chan error
+	if all {
+		ec = c.remote.RemoveAll(ctx, p)
+	} else {
+		ec = c.remote.Remove(ctx, p)
+	}
+	out := make(chan error, 1)
+	go func() {
+		err := <-ec
+		c.end(s, []string{p}, func() {
+			switch {
+			case err == nil || zx.KindOf(err) == zx.ErrNotExist:
+				c.drop(p)
+				c.staleParent(p)
+				c.set(p, nil, at, c.watching && err == nil)
+			case zx.KindOf(err) == zx.ErrNotEmpty:
+				c.unlist(p)
+			default:
+				c.drop(p)
+			}
+		})
+		out <- err
+	}()
+	return out
+}
+
+// Find implements zx.Finder by passing the request on.
+func (c *Cache) Find(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	if f, ok := c.remote.(zx.Finder); ok {
+		return f.Find(ctx, p, pred, spref, dpref, depth0)
+	}
+	return itemsFrom(ctx, []zx.Item{{Err: zx.E(zx.ErrNotSupp, "find", p, "")}})
+}
+
+// FindGet implements zx.Finder by passing the request on.
+func (c *Cache) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	if f, ok := c.remote.(zx.Finder); ok {
+		return f.FindGet(ctx, p, pred, spref, dpref, depth0)
+	}
+	return itemsFrom(ctx, []zx.Item{{Err: zx.E(zx.ErrNotSupp, "findget", p, "")}})
+}
+
+// Watch implements zx.Watcher by passing the request on.
+func (c *Cache) Watch(ctx context.Context, p string) <-chan zx.Event {
+	if w, ok := c.remote.(zx.Watcher); ok {
+		return w.Watch(ctx, p)
+	}
+	ch := make(chan zx.Event, 1)
+	ch <- zx.Event{Err: zx.E(zx.ErrNotSupp, "watch", p, "")}
+	close(ch)
+	return ch
+}

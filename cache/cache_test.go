@@ -1,0 +1,204 @@
+package cache_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/wan"
+	"github.com/zxfs/zx/zxtest"
+)
+
+func serve(t testing.TB, tr zx.Tree) string {
+	t.Helper()
+	srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return l.Addr().String()
+}
+
+func lag(t testing.TB, addr string, rtt time.Duration) string {
+	t.Helper()
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: rtt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p.Addr()
+}
+
+func dial(t testing.TB, addr string) *client.Conn {
+	t.Helper()
+	c, err := client.Dial(context.Background(), addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newCache(t testing.TB, tr zx.Tree, opts cache.Options) *cache.Cache {
+	c := cache.New(tr, opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformanceOverNetwork(t *testing.T) {
+	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
+		return newCache(t, dial(t, serve(t, memfs.New())).Tree(""), cache.Options{})
+	}, zxtest.Options{})
+}
+
+func TestConformanceNoWatch(t *testing.T) {
+	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
+		return newCache(t, memfs.New(), cache.Options{NoWatch: true})
+	}, zxtest.Options{})
+}
+
+func TestConformanceMemfs(t *testing.T) {
+	zxtest.TestTree(t, func(t *testing.T) zx.Tree {
+		return newCache(t, memfs.New(), cache.Options{})
+	}, zxtest.Options{})
+}
+
+func rounds(c *client.Conn) int64 { return c.Stats().RoundTrips }
+
+// TestRoundTrips counts the round trips of cached requests through a WAN
+// emulator at 20 ms.
+func TestRoundTrips(t *testing.T) {
+	ctx := t.Context()
+	fs := memfs.New()
+	zxtest.MkTree(t, fs, "/d/a:hello", "/d/b:world", "/d/sub/", "/big:"+string(make([]byte, 1000)))
+	conn := dial(t, lag(t, serve(t, fs), 20*time.Millisecond))
+	c := newCache(t, conn.Tree(""), cache.Options{})
+	if !c.Watching() {
+		t.Fatal("no watch")
+	}
+	step := func(what string, want int64, f func()) {
+		t.Helper()
+		time.Sleep(30 * time.Millisecond) // let prefetches of earlier steps land
+		before := rounds(conn)
+		f()
+		if got := rounds(conn) - before; got != want {
+			t.Errorf("%s: %d round trips, want %d", what, got, want)
+		}
+	}
+	stat := func(p string) error { _, err := zx.Stat(ctx, c, p); return err }
+	step("stat /d/a cold (with listing of /d)", 1, func() {
+		if err := stat("/d/a"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	time.Sleep(50 * time.Millisecond) // let the prefetched listing land
+	step("stat siblings and a missing name", 0, func() {
+		for _, p := range []string{"/d/b", "/d/sub", "/d/a"} {
+			if err := stat(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := stat("/d/missing"); !errors.Is(err, zx.ErrNotExist) {
+			t.Fatalf("stat missing: %v", err)
+		}
+	})
+	step("list /d", 0, func() {
+		ds, err := zx.ReadDir(ctx, c, "/d")
+		if err != nil || len(ds) != 3 {
+			t.Fatalf("readdir: %v %v", ds, err)
+		}
+	})
+	step("list cold /d/sub", 1, func() {
+		if _, err := zx.ReadDir(ctx, c, "/d/sub"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("stat missing twice", 1, func() {
+		for range 2 {
+			if err := stat("/nope/x"); !errors.Is(err, zx.ErrNotExist) {
+				t.Fatalf("stat missing: %v", err)
+			}
+		}
+	})
+	step("read a file twice", 1, func() {
+		for range 2 {
+			b, err := zx.ReadFile(ctx, c, "/d/a")
+			if err != nil || string(b) != "hello" {
+				t.Fatalf("read: %q %v", b, err)
+			}
+		}
+	})
+	step("read a range of the cached file", 0, func() {
+		var buf bytes.Buffer
+		if _, err := zx.Copy(&buf, c.Get(ctx, "/d/a", 1, 3)); err != nil || buf.String() != "ell" {
+			t.Fatalf("read range: %q %v", buf.String(), err)
+		}
+	})
+	step("write then stat", 1, func() {
+		if _, err := zx.WriteFile(ctx, c, "/d/a", nil, []byte("HELLO!")); err != nil {
+			t.Fatal(err)
+		}
+		d, err := zx.Stat(ctx, c, "/d/a")
+		if err != nil || d.Size() != 6 {
+			t.Fatalf("stat after write: %v %v", d, err)
+		}
+	})
+}
+
+// TestCoherence changes a file through one cache and sees it through
+// another, invalidated by the watch.
+func TestCoherence(t *testing.T) {
+	ctx := t.Context()
+	addr := serve(t, memfs.New())
+	var mu sync.Mutex
+	var invals []string
+	c1 := newCache(t, dial(t, addr).Tree(""), cache.Options{})
+	c2 := newCache(t, dial(t, addr).Tree(""), cache.Options{Coherency: -1, OnInvalidate: func(p string, what cache.Inval) {
+		mu.Lock()
+		invals = append(invals, p)
+		mu.Unlock()
+	}})
+	if _, err := zx.WriteFile(ctx, c1, "/f", nil, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { b, _ := zx.ReadFile(ctx, c2, "/f"); return string(b) == "one" })
+	if _, err := zx.WriteFile(ctx, c1, "/f", nil, []byte("two!")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { b, _ := zx.ReadFile(ctx, c2, "/f"); return string(b) == "two!" })
+	if err := <-c1.Remove(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := zx.Stat(ctx, c2, "/f"); return errors.Is(err, zx.ErrNotExist) })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(invals) == 0 {
+		t.Fatal("no invalidations reported")
+	}
+}
+
+func waitFor(t *testing.T, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,221 @@
+package cache
+
+import (
+	"path"
+	"time"
+
+	"github.com/zxfs/zx"
+)
+
+// inval is one call of Options.OnInvalidate.
+type inval struct {
+	path string
+	what Inval
+}
+
+func (c *Cache) callback(cbs []inval) {
+	if len(cbs) == 0 {
+		return
+	}
+	c.cbmu.Lock()
+	f := c.onInval
+	c.cbmu.Unlock()
+	if f == nil {
+		return
+	}
+	for _, cb := range cbs {
+		f(cb.path, cb.what)
+	}
+}
+
+// watchLoop keeps a watch of "/" on the remote, applying its notices,
+// and re-establishes it with backoff when it fails. While there is none,
+// cached entries are trusted for the coherency window only.
+func (c *Cache) watchLoop(w zx.Watcher) {
+	defer close(c.done)
+	backoff := 100 * time.Millisecond
+	readyOnce := false
+	for c.ctx.Err() == nil {
+		ec := w.Watch(c.ctx, "/")
+		up := false
+		for ev := range ec {
+			if ev.Err != nil {
+				c.log.Warn("cache: watch failed", "err", ev.Err)
+				break
+			}
+			if !up {
+				if ev.Kind != zx.Ready {
+					continue
+				}
+				up = true
+				backoff = 100 * time.Millisecond
+				c.mu.Lock()
+				c.watching = true
+				c.epoch++
+				c.mu.Unlock()
+				if !readyOnce {
+					readyOnce = true
+					close(c.ready)
+				}
+				continue
+			}
+			c.mu.Lock()
+			c.stats.Events++
+			var cbs []inval
+			if p := ev.Dir.Path(); ev.Kind != zx.Overflow && (c.pend[p] > 0 || ev.From != "" && c.pend[ev.From] > 0) {
+				// A local write on p is in flight: this may be its own
+				// notice. Decide when its reply is in (see end).
+				if c.pend[p] == 0 {
+					p = ev.From
+				}
+				c.deferred[p] = append(c.deferred[p], ev)
+			} else {
+				cbs = c.apply(ev)
+			}
+			c.mu.Unlock()
+			c.callback(cbs)
+		}
+		// Drain, in case we broke out early.
+		go func() {
+			for range ec {
+			}
+		}()
+		c.mu.Lock()
+		wasUp := c.watching
+		c.watching = false
+		c.epoch++
+		c.record(zx.Overflow, false, "/")
+		c.dropAll()
+		c.mu.Unlock()
+		if wasUp {
+			c.callback([]inval{{"/", InvalAll}})
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// sameEntry reports whether two entries are equal but for times that
+// change without the file changing (atime, ctime).
+func sameEntry(a, b zx.Dir) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	n := 0
+	for k, v := range a {
+		if k == zx.AAtime || k == zx.ACtime || zx.IsTransient(k) {
+			continue
+		}
+		if b[k] != v {
+			return false
+		}
+		n++
+	}
+	for k := range b {
+		if k != zx.AAtime && k != zx.ACtime && !zx.IsTransient(k) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+// older reports whether entry a describes the file at a time before b
+// did: same file (ino), and an earlier ctime, which the server sets on
+// every change.
+func older(a, b zx.Dir) bool {
+	if b == nil || a[zx.AIno] == "" || a[zx.AIno] != b[zx.AIno] || a.Type() != b.Type() {
+		return false
+	}
+	ca, cb := a.Int(zx.ACtime), b.Int(zx.ACtime)
+	return ca > 0 && cb > 0 && ca < cb
+}
+
+// apply applies a change notice to the cache and returns the
+// invalidations to report. c.mu is held.
+func (c *Cache) apply(ev zx.Event) []inval {
+	p := ev.Dir.Path()
+	if ev.Kind == zx.Overflow {
+		c.record(zx.Overflow, false, "/")
+		c.dropAll()
+		c.stats.Invalidations++
+		return []inval{{"/", InvalAll}}
+	}
+	if p == "" {
+		return nil
+	}
+	if p, err := zx.CleanPath(p); err != nil || p != ev.Dir.Path() {
+		return nil
+	}
+	old := c.ents[p]
+	switch ev.Kind {
+	case zx.Created, zx.Changed:
+		if old != nil && sameEntry(old.d, ev.Dir) {
+			return nil // our own change, already cached
+		}
+		if old != nil && older(ev.Dir, old.d) {
+			return nil // a change before the one cached (notices lag replies)
+		}
+	case zx.Removed:
+		if old != nil && old.d == nil {
+			return nil
+		}
+	}
+	c.stats.Invalidations++
+	// Notices only ever drop what is cached: one may describe a state
+	// older than a reply already installed (notices and replies travel on
+	// different streams), so installing it could go back in time.
+	var cbs []inval
+	switch ev.Kind {
+	case zx.Created:
+		c.record(ev.Kind, false, p)
+		c.forget(p)
+		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+			pe.kids[path.Base(p)] = true // its entry is missing: a lookup misses
+		}
+		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
+	case zx.Changed:
+		c.record(ev.Kind, false, p)
+		what := InvalAttr
+		if old == nil || old.d == nil || old.d[zx.ASize] != ev.Dir[zx.ASize] || old.d[zx.AMtime] != ev.Dir[zx.AMtime] || old.d.Type() != ev.Dir.Type() {
+			what |= InvalData
+		}
+		if old != nil && old.d != nil && old.d.Type() != ev.Dir.Type() {
+			what |= InvalEntry
+			c.forget(p)
+		} else if old != nil {
+			old.stale = true
+		}
+		cbs = append(cbs, inval{p, what})
+	case zx.Removed:
+		c.record(ev.Kind, false, p)
+		c.forget(p)
+		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
+	case zx.Moved:
+		from, err := zx.CleanPath(ev.From)
+		if err != nil {
+			from = p
+		}
+		c.record(ev.Kind, false, from, p)
+		c.forget(from)
+		c.forget(p)
+		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+			pe.kids[path.Base(p)] = true
+		}
+		cbs = append(cbs, inval{from, InvalEntry}, inval{p, InvalEntry},
+			inval{parent(from), InvalAttr}, inval{parent(p), InvalAttr})
+	default:
+		c.record(zx.Overflow, false, "/")
+		c.dropAll()
+		return []inval{{"/", InvalAll}}
+	}
+	return cbs
+}

@@ -1,0 +1,429 @@
+package mount
+
+import (
+	"bytes"
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zxfs/zx"
+)
+
+// handle is an open file. Reads of files up to Options.WholeFile load the
+// whole file once (served by the cache below when it is valid); larger
+// files are read through one streaming Get. Writes are kept in the handle
+// and sent on flush (close, fsync): one create-or-truncate Put with the
+// whole contents when the file was created or truncated to zero, or one
+// pipelined Put per written extent (and a Wstat per truncation), in order.
+type handle struct {
+	n     *node
+	flags uint32
+
+	mu      muCtx
+	size    int64 // size as seen through this handle
+	rewrite bool  // content is the whole new file, to be sent whole
+	loaded  bool  // content holds the whole file
+	content []byte
+	ops     []wop // writes and truncations to send, in order (!rewrite)
+	dirty   bool
+	rs      *rstream
+}
+
+// wop is a write (data at off) or, with data nil, a truncation to off.
+type wop struct {
+	off  int64
+	data []byte
+}
+
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)
+
+func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
+	h := &handle{n: n, flags: flags, size: d.Size()}
+	h.mu.init()
+	n.mu.Lock()
+	if n.handles == nil {
+		n.handles = make(map[*handle]bool)
+	}
+	n.handles[h] = true
+	n.mu.Unlock()
+	return h
+}
+
+// Open implements fs.NodeOpener. The kernel keeps its cached pages when
+// the file has not changed since it cached them.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&fuse.O_ANYWRITE != 0 {
+		if e := n.m.ro(); e != 0 {
+			return nil, 0, e
+		}
+	}
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	if d.IsDir() {
+		return nil, 0, syscall.EISDIR
+	}
+	n.setDir(d)
+	h := n.newHandle(d, flags)
+	if flags&syscall.O_TRUNC != 0 {
+		h.truncate(0)
+	}
+	var fl uint32
+	n.mu.Lock()
+	if v := version(d); n.kept == v {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	} else {
+		n.kept = v
+	}
+	n.mu.Unlock()
+	if d.Type() == zx.TypeCtl {
+		fl = fuse.FOPEN_DIRECT_IO
+	}
+	return h, fl, 0
+}
+
+// truncate resizes the file as seen through h.
+func (h *handle) truncate(size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dirty = true
+	switch {
+	case size == 0 && !h.rewrite:
+		h.rewrite, h.loaded, h.content, h.ops = true, false, []byte{}, nil
+	case h.rewrite || h.loaded:
+		h.content = resize(h.content, size)
+		if !h.rewrite {
+			h.ops = append(h.ops, wop{off: size})
+		}
+	default:
+		h.ops = append(h.ops, wop{off: size})
+	}
+	h.size = size
+}
+
+func resize(b []byte, size int64) []byte {
+	if int64(len(b)) >= size {
+		return b[:size]
+	}
+	if int64(cap(b)) >= size {
+		n := len(b)
+		b = b[:size]
+		clear(b[n:])
+		return b
+	}
+	nb := make([]byte, size, max(size, 2*int64(cap(b))))
+	copy(nb, b)
+	return nb
+}
+
+// Write implements fs.FileWriter: the data stays in the handle until
+// flush.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if e := h.n.m.ro(); e != 0 {
+		return 0, e
+	}
+	if err := h.mu.LockCtx(ctx); err != nil {
+		return 0, syscall.EINTR
+	}
+	defer h.mu.Unlock()
+	if h.flags&syscall.O_APPEND != 0 {
+		off = h.size
+	}
+	end := off + int64(len(data))
+	if h.rewrite || h.loaded {
+		if end > int64(len(h.content)) {
+			h.content = resize(h.content, end)
+		}
+		copy(h.content[off:], data)
+	}
+	if !h.rewrite {
+		// Extend the last write when this one continues it.
+		if k := len(h.ops) - 1; k >= 0 && h.ops[k].data != nil && h.ops[k].off+int64(len(h.ops[k].data)) == off {
+			h.ops[k].data = append(h.ops[k].data, data...)
+		} else {
+			h.ops = append(h.ops, wop{off: off, data: bytes.Clone(data)})
+		}
+	}
+	h.size = max(h.size, end)
+	h.dirty = true
+	return uint32(len(data)), 0
+}
+
+// Read implements fs.FileReader.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if err := h.mu.LockCtx(ctx); err != nil {
+		return nil, syscall.EINTR
+	}
+	defer h.mu.Unlock()
+	if off >= h.size {
+		return fuse.ReadResultData(nil), 0
+	}
+	want := min(int64(len(dest)), h.size-off)
+	if !h.rewrite && !h.loaded && h.baseSize() <= h.n.m.opts.WholeFile {
+		if e := h.load(ctx); e != 0 {
+			return nil, e
+		}
+	}
+	if h.rewrite || h.loaded {
+		if off >= int64(len(h.content)) {
+			return fuse.ReadResultData(nil), 0
+		}
+		k := copy(dest, h.content[off:min(off+want, int64(len(h.content)))])
+		return fuse.ReadResultData(dest[:k]), 0
+	}
+	// A large file: stream it, then lay the unsent writes over it.
+	buf := dest[:want]
+	n, e := h.readStream(ctx, buf, off)
+	if e != 0 {
+		return nil, e
+	}
+	clear(buf[n:])
+	for _, op := range h.ops {
+		if op.data == nil {
+			if op.off < off+want {
+				clear(buf[max(op.off-off, 0):])
+			}
+			continue
+		}
+		lo, hi := max(op.off, off), min(op.off+int64(len(op.data)), off+want)
+		if lo < hi {
+			copy(buf[lo-off:hi-off], op.data[lo-op.off:hi-op.off])
+		}
+	}
+	return fuse.ReadResultData(buf), 0
+}
+
+// baseSize is the size of the file on the server, as last seen.
+func (h *handle) baseSize() int64 {
+	d := h.n.dir()
+	if d == nil {
+		return 0
+	}
+	return d.Size()
+}
+
+// load reads the whole file into h.content and replays the unsent
+// writes over it. h.mu is held.
+func (h *handle) load(ctx context.Context) syscall.Errno {
+	rctx, cancel := h.n.m.rctx(ctx)
+	defer cancel()
+	b, err := zx.ReadFile(rctx, h.n.m.t, h.n.path())
+	if err != nil {
+		return errno(err)
+	}
+	for _, op := range h.ops {
+		if op.data == nil {
+			b = resize(b, op.off)
+			continue
+		}
+		end := op.off + int64(len(op.data))
+		if end > int64(len(b)) {
+			b = resize(b, end)
+		}
+		copy(b[op.off:], op.data)
+	}
+	h.content, h.loaded = resize(b, h.size), true
+	return 0
+}
+
+// Flush implements fs.FileFlusher: close returns once the server has
+// the data (close-to-open).
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.flush(ctx) }
+
+// Fsync implements fs.FileFsyncer.
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.flush(ctx) }
+
+// Release implements fs.FileReleaser. Writes made after the last flush
+// (through a shared mapping) are sent.
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	e := h.flush(ctx)
+	h.mu.Lock()
+	if h.rs != nil {
+		h.rs.stop()
+		h.rs = nil
+	}
+	h.content, h.ops = nil, nil
+	h.loaded, h.rewrite = false, false
+	h.mu.Unlock()
+	h.n.mu.Lock()
+	delete(h.n.handles, h)
+	h.n.mu.Unlock()
+	return e
+}
+
+// flush sends the handle's writes and waits for the server.
+func (h *handle) flush(ctx context.Context) syscall.Errno {
+	if err := h.mu.LockCtx(ctx); err != nil {
+		return syscall.EINTR
+	}
+	defer h.mu.Unlock()
+	if !h.dirty {
+		return 0
+	}
+	m := h.n.m
+	p := h.n.path()
+	rctx, cancel := m.rctx(ctx)
+	defer cancel()
+	var last zx.Reply
+	if h.rewrite {
+		data := h.content[:h.size]
+		last = <-m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.size)}, 0, bytes.NewReader(data))
+		if last.Err != nil {
+			return errno(last.Err)
+		}
+	} else {
+		// Pipelined: issue all, then wait for all, in order.
+		var rcs []<-chan zx.Reply
+		for _, op := range h.ops {
+			if op.data == nil {
+				rcs = append(rcs, m.t.Wstat(rctx, p, zx.Dir{zx.ASize: itoa(op.off)}))
+			} else {
+				rcs = append(rcs, m.t.Put(rctx, p, zx.Dir{}, op.off, bytes.NewReader(op.data)))
+			}
+		}
+		var first error
+		for _, rc := range rcs {
+			last = <-rc
+			if last.Err != nil && first == nil {
+				first = last.Err
+			}
+		}
+		if first != nil {
+			return errno(first)
+		}
+		h.ops = nil
+	}
+	h.dirty = false
+	if last.Dir != nil {
+		h.n.setDir(last.Dir)
+		h.n.mu.Lock()
+		h.n.kept = version(last.Dir) // the kernel's pages hold what we wrote
+		h.n.mu.Unlock()
+		h.size = last.Dir.Size()
+		if h.loaded || h.rewrite {
+			h.content = resize(h.content, h.size)
+		}
+	}
+	m.refreshAttrs(h.n.EmbeddedInode())
+	return 0
+}
+
+func itoa(n int64) string {
+	d := zx.Dir{}
+	d.SetInt("n", n)
+	return d["n"]
+}
+
+// ---- streaming reads of large files ----
+
+// rstream is one streaming Get of a file from an offset: sequential reads
+// share it.
+type rstream struct {
+	off    int64 // file offset of the next byte
+	c      <-chan zx.Item
+	buf    []byte
+	cancel context.CancelFunc
+	err    error
+	eof    bool
+}
+
+func (s *rstream) stop() {
+	s.cancel()
+	go func() {
+		for range s.c {
+		}
+	}()
+}
+
+// readStream fills buf from offset off, reusing the stream when the read
+// continues it (or skips a little ahead). h.mu is held.
+func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, syscall.Errno) {
+	m := h.n.m
+	const skip = 8 << 20
+	if h.rs != nil && (off < h.rs.off || off > h.rs.off+skip || h.rs.err != nil) {
+		if off < h.rs.off {
+			// Out of order (parallel read-ahead): one Get for this
+			// range, keeping the stream.
+			rctx, cancel := m.rctx(ctx)
+			defer cancel()
+			var b bytes.Buffer
+			if _, err := zx.Copy(&b, m.t.Get(rctx, h.n.path(), off, int64(len(buf)))); err != nil {
+				return 0, errno(err)
+			}
+			return copy(buf, b.Bytes()), 0
+		}
+		h.rs.stop()
+		h.rs = nil
+	}
+	if h.rs == nil {
+		sctx, cancel := context.WithCancel(m.ctx)
+		h.rs = &rstream{off: off, c: m.t.Get(sctx, h.n.path(), off, -1), cancel: cancel}
+	}
+	s := h.rs
+	n := 0
+	for n < len(buf) {
+		if len(s.buf) == 0 {
+			if s.eof {
+				break
+			}
+			t := m.opts.Timeout
+			tctx, cancel := context.WithTimeout(ctx, t)
+			select {
+			case it, ok := <-s.c:
+				cancel()
+				if !ok {
+					s.eof = true
+					continue
+				}
+				if it.Err != nil {
+					s.err = it.Err
+					return n, errno(it.Err)
+				}
+				s.buf = it.Data
+			case <-tctx.Done():
+				cancel()
+				s.err = zx.E(zx.ErrTimeout, "get", h.n.path(), "")
+				return n, syscall.ETIMEDOUT
+			}
+			continue
+		}
+		if s.off < off {
+			k := min(int64(len(s.buf)), off-s.off)
+			s.buf = s.buf[k:]
+			s.off += k
+			continue
+		}
+		k := copy(buf[n:], s.buf)
+		s.buf = s.buf[k:]
+		s.off += int64(k)
+		n += k
+	}
+	return n, 0
+}
+
+// muCtx is a mutex whose Lock can give up when a context is done.
+type muCtx struct{ c chan struct{} }
+
+func (m *muCtx) init() { m.c = make(chan struct{}, 1) }
+
+func (m *muCtx) Lock() { m.c <- struct{}{} }
+
+func (m *muCtx) Unlock() { <-m.c }
+
+func (m *muCtx) LockCtx(ctx context.Context) error {
+	select {
+	case m.c <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

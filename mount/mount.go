@@ -1,0 +1,468 @@
+// Package mount is the FUSE adaptor: it serves any zx.Tree (normally a
+// cache.Cache over a client.Tree) as a local file system, with go-fuse v2.
+//
+// Nodes hold no path of their own: a node's path is where it hangs in the
+// go-fuse inode tree, so renames are right. Inode numbers are allocated by
+// the mount, stable for its life, one per server inode ("ino"), so hard
+// links share one. Errors are translated by zx.Errno only.
+//
+// When the tree has a live watch (cache.Cache.Watching), the kernel is
+// told to cache entries and attributes for a long time (Options.Long), and
+// the cache's change notices invalidate the kernel's copies; otherwise the
+// kernel caches for the coherency window. See docs/cache.md.
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Coherency is how long the kernel may cache entries and attributes
+	// when the tree has no live watch. Default 1s.
+	Coherency time.Duration
+	// Long is how long the kernel may cache them with a live watch,
+	// whose notices invalidate them. Default 1h.
+	Long time.Duration
+	// Timeout bounds every wait for the network: a request not answered
+	// within it fails with ETIMEDOUT. Default 30s.
+	Timeout time.Duration
+	// WholeFile is the largest file read whole on first read (and so
+	// cached whole by a cache below); larger files are streamed. Default
+	// 64 MiB.
+	WholeFile int64
+
+	Debug              bool   // log every FUSE request
+	AllowOther         bool   // let other users use the mount
+	DefaultPermissions bool   // let the kernel check permissions
+	ReadOnly           bool   // refuse every change with EROFS
+	FsName             string // shown in /proc/mounts; default "zx"
+	Logger             *slog.Logger
+}
+
+// FS is a mounted tree (the name Mount is taken by the function).
+type FS struct {
+	dir  string
+	t    zx.Tree
+	opts Options
+	log  *slog.Logger
+	srv  *fuse.Server
+	root *node
+	w    interface{ Watching() bool }
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	inos    map[string]uint64
+	nextIno uint64
+	negs    map[negKey]bool
+
+	invalq   chan inv
+	invalOvf chan struct{}
+	done     chan struct{}
+}
+
+type negKey struct {
+	parent *fs.Inode
+	name   string
+}
+
+type inv struct {
+	path string
+	what cache.Inval
+	node *fs.Inode // set: invalidate this node's attributes
+}
+
+// Invalidator is implemented by trees (cache.Cache) that report changes.
+type Invalidator interface {
+	SetOnInvalidate(func(path string, what cache.Inval))
+}
+
+// Mount mounts t on dir and serves it until Unmount.
+func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
+	if opts.Coherency == 0 {
+		opts.Coherency = time.Second
+	}
+	if opts.Long <= 0 {
+		opts.Long = time.Hour
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.WholeFile <= 0 {
+		opts.WholeFile = 64 << 20
+	}
+	if opts.FsName == "" {
+		opts.FsName = "zx"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &FS{
+		dir: dir, t: t, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		inos: make(map[string]uint64), nextIno: 2, negs: make(map[negKey]bool),
+		invalq: make(chan inv, 8192), invalOvf: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	m.w, _ = t.(interface{ Watching() bool })
+
+	// Check the tree, and fetch the root's listing: lookups of names in
+	// the root then cost nothing.
+	rctx, rcancel := context.WithTimeout(ctx, opts.Timeout)
+	defer rcancel()
+	rd, err := zx.Stat(rctx, t, "/")
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	if !rd.IsDir() {
+		cancel()
+		return nil, fmt.Errorf("mount: the root is not a directory")
+	}
+	zx.ReadDir(rctx, t, "/")
+
+	m.root = &node{m: m}
+	m.root.setDir(rd)
+	var neg time.Duration
+	if m.watching() {
+		neg = opts.Long
+	} else {
+		neg = max(opts.Coherency, 0)
+	}
+	mo := fuse.MountOptions{
+		AllowOther:    opts.AllowOther,
+		FsName:        opts.FsName,
+		Name:          "zx",
+		Debug:         opts.Debug,
+		MaxWrite:      1 << 20,
+		MaxReadAhead:  1 << 20,
+		MaxBackground: 64,
+	}
+	if opts.DefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	fo := &fs.Options{
+		MountOptions:    mo,
+		NegativeTimeout: &neg,
+		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
+		UID:             uint32(os.Getuid()),
+		GID:             uint32(os.Getgid()),
+	}
+	srv, err := fs.Mount(dir, m.root, fo)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	m.srv = srv
+	if iv, ok := t.(Invalidator); ok {
+		iv.SetOnInvalidate(m.invalidate)
+	}
+	go m.invalLoop()
+	return m, nil
+}
+
+// Dir returns the mount point.
+func (m *FS) Dir() string { return m.dir }
+
+// Wait blocks until the file system is unmounted.
+func (m *FS) Wait() {
+	m.srv.Wait()
+}
+
+// Unmount unmounts the file system. If the kernel refuses (the mount is
+// busy, or the server is gone and requests hang), it detaches it lazily,
+// so Unmount always succeeds in taking the mount away.
+func (m *FS) Unmount() error {
+	defer func() {
+		if iv, ok := m.t.(Invalidator); ok {
+			iv.SetOnInvalidate(nil)
+		}
+		m.cancel()
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- m.srv.Unmount() }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(5 * time.Second):
+		err = errors.New("unmount timed out")
+	}
+	if err != nil {
+		m.log.Warn("mount: unmount failed; detaching lazily", "dir", m.dir, "err", err)
+		if lerr := lazyUnmount(m.dir); lerr != nil {
+			return fmt.Errorf("unmount %s: %v; lazy unmount: %v", m.dir, err, lerr)
+		}
+	}
+	waited := make(chan struct{})
+	go func() { m.srv.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+	}
+	return nil
+}
+
+func lazyUnmount(dir string) error {
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+		return nil
+	}
+	for _, prog := range []string{"fusermount3", "fusermount"} {
+		if out, err := exec.Command(prog, "-u", "-z", dir).CombinedOutput(); err == nil {
+			return nil
+		} else if _, lerr := exec.LookPath(prog); lerr == nil {
+			return fmt.Errorf("%s: %v: %s", prog, err, out)
+		}
+	}
+	return errors.New("no way to unmount")
+}
+
+func (m *FS) watching() bool { return m.w != nil && m.w.Watching() }
+
+// timeout is how long the kernel may cache what we tell it now.
+func (m *FS) timeout() time.Duration {
+	if m.watching() {
+		return m.opts.Long
+	}
+	return max(m.opts.Coherency, 0)
+}
+
+// ino returns the local inode number for entry d at path p.
+func (m *FS) ino(d zx.Dir, p string) uint64 {
+	key := "p:" + p
+	if si := d[zx.AIno]; si != "" {
+		key = d.Type() + si
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.inos[key]
+	if !ok {
+		n = m.nextIno
+		m.nextIno++
+		m.inos[key] = n
+	}
+	return n
+}
+
+// rctx bounds a request's wait for the network.
+func (m *FS) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.opts.Timeout)
+}
+
+// errno translates err, logging surprises.
+func errno(err error) syscall.Errno {
+	return zx.Errno(err)
+}
+
+func stmode(typ string) uint32 {
+	switch typ {
+	case zx.TypeDir:
+		return syscall.S_IFDIR
+	case zx.TypeLink:
+		return syscall.S_IFLNK
+	case zx.TypeFifo:
+		return syscall.S_IFIFO
+	case zx.TypeSocket:
+		return syscall.S_IFSOCK
+	case zx.TypeCharDev:
+		return syscall.S_IFCHR
+	case zx.TypeBlkDev:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
+}
+
+// fill sets a from entry d.
+func (m *FS) fill(d zx.Dir, ino uint64, a *fuse.Attr) {
+	a.Ino = ino
+	size := d.Size()
+	if d.IsDir() {
+		size = 4096
+	}
+	a.Size = uint64(size)
+	a.Blocks = (uint64(size) + 511) / 512
+	a.Blksize = 4096
+	a.Mode = stmode(d.Type()) | d.Mode()
+	a.Nlink = 1
+	if n := d.Int(zx.ANlink); n > 0 {
+		a.Nlink = uint32(n)
+	} else if d.IsDir() {
+		a.Nlink = 2
+	}
+	if v, err := strconv.ParseUint(d[zx.AUid], 10, 32); err == nil {
+		a.Uid = uint32(v)
+	}
+	if v, err := strconv.ParseUint(d[zx.AGid], 10, 32); err == nil {
+		a.Gid = uint32(v)
+	}
+	if v, err := strconv.ParseUint(d[zx.ARdev], 10, 32); err == nil {
+		a.Rdev = uint32(v)
+	}
+	mt := d.Time(zx.AMtime)
+	at := d.Time(zx.AAtime)
+	if _, ok := d[zx.AAtime]; !ok {
+		at = mt
+	}
+	ct := d.Time(zx.ACtime)
+	if _, ok := d[zx.ACtime]; !ok {
+		ct = mt
+	}
+	a.SetTimes(&at, &mt, &ct)
+}
+
+// ---- invalidation of the kernel's caches ----
+
+// invalidate is the cache's OnInvalidate: it queues the work for
+// invalLoop, never blocking and never calling into the kernel from the
+// caller's goroutine (which may be serving a FUSE request).
+func (m *FS) invalidate(p string, what cache.Inval) {
+	select {
+	case m.invalq <- inv{path: p, what: what}:
+	default:
+		select {
+		case m.invalOvf <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshAttrs asks the kernel to forget n's attributes, from invalLoop.
+func (m *FS) refreshAttrs(n *fs.Inode) {
+	select {
+	case m.invalq <- inv{node: n}:
+	default:
+	}
+}
+
+// lookupInode returns the inode at p that the kernel knows, or nil.
+func (m *FS) lookupInode(p string) *fs.Inode {
+	in := m.root.EmbeddedInode()
+	for _, el := range zx.Elems(p) {
+		if in = in.GetChild(el); in == nil {
+			return nil
+		}
+	}
+	return in
+}
+
+func (m *FS) invalLoop() {
+	defer close(m.done)
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.invalOvf:
+			m.invalAll()
+		case iv := <-m.invalq:
+			m.doInval(iv)
+		}
+	}
+}
+
+func (m *FS) doInval(iv inv) {
+	if iv.node != nil {
+		iv.node.NotifyContent(-1, 0)
+		return
+	}
+	if iv.what&cache.InvalAll != 0 {
+		m.invalAll()
+		return
+	}
+	p := iv.path
+	if iv.what&cache.InvalEntry != 0 && p != "/" {
+		dir, name := splitPath(p)
+		if pin := m.lookupInode(dir); pin != nil {
+			pin.NotifyEntry(name)
+			m.mu.Lock()
+			delete(m.negs, negKey{pin, name})
+			m.mu.Unlock()
+		}
+	}
+	if iv.what&(cache.InvalAttr|cache.InvalData) != 0 {
+		if in := m.lookupInode(p); in != nil {
+			if iv.what&cache.InvalData != 0 {
+				if n, ok := in.Operations().(*node); ok {
+					n.dataChanged()
+				}
+				in.NotifyContent(0, 0)
+			} else {
+				in.NotifyContent(-1, 0)
+			}
+		}
+	}
+}
+
+// invalAll invalidates every entry, attribute and page the kernel may
+// hold for the mount.
+func (m *FS) invalAll() {
+	m.mu.Lock()
+	negs := m.negs
+	m.negs = make(map[negKey]bool)
+	m.mu.Unlock()
+	for k := range negs {
+		k.parent.NotifyEntry(k.name)
+	}
+	var walk func(in *fs.Inode)
+	walk = func(in *fs.Inode) {
+		if n, ok := in.Operations().(*node); ok {
+			n.dataChanged()
+		}
+		in.NotifyContent(0, 0)
+		for name, ch := range in.Children() {
+			in.NotifyEntry(name)
+			walk(ch)
+		}
+	}
+	walk(m.root.EmbeddedInode())
+}
+
+func (m *FS) noteNeg(parent *fs.Inode, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.negs) > 100000 {
+		// Too many to remember: forget them; they expire anyway.
+		select {
+		case m.invalOvf <- struct{}{}:
+		default:
+		}
+		return
+	}
+	m.negs[negKey{parent, name}] = true
+}
+
+func splitPath(p string) (string, string) {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			if i == 0 {
+				return "/", p[1:]
+			}
+			return p[:i], p[i+1:]
+		}
+	}
+	return "/", p
+}
+
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}

@@ -1,0 +1,562 @@
+package mount_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/mount"
+	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/wan"
+)
+
+func canMount(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("!!! SKIPPING FUSE TESTS: /dev/fuse is missing: " + err.Error() + " !!!")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil && os.Getuid() != 0 {
+		t.Skip("!!! SKIPPING FUSE TESTS: fusermount3 is missing and we are not root !!!")
+	}
+}
+
+func serve(t testing.TB, tr zx.Tree) string {
+	t.Helper()
+	srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return l.Addr().String()
+}
+
+type env struct {
+	dir  string
+	conn *client.Conn
+	c    *cache.Cache
+	m    *mount.FS
+}
+
+type setup struct {
+	rtt   time.Duration
+	addr  string // server to use; default a new one over memfs
+	opts  mount.Options
+	copts cache.Options
+}
+
+func mnt(t *testing.T, s setup) *env {
+	t.Helper()
+	canMount(t)
+	addr := s.addr
+	if addr == "" {
+		addr = serve(t, memfs.New())
+	}
+	if s.rtt > 0 {
+		p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: s.rtt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		addr = p.Addr()
+	}
+	conn, err := client.Dial(context.Background(), addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := cache.New(conn.Tree(""), s.copts)
+	t.Cleanup(func() { c.Close() })
+	dir := t.TempDir()
+	if s.opts.Timeout == 0 {
+		s.opts.Timeout = 10 * time.Second
+	}
+	m, err := mount.Mount(dir, c, s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered last, so run first: unmount before closing the rest.
+	t.Cleanup(func() {
+		if err := m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	return &env{dir: dir, conn: conn, c: c, m: m}
+}
+
+func (e *env) p(name string) string { return filepath.Join(e.dir, name) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantErrno(t *testing.T, err error, want syscall.Errno, what string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: error %v, want %v", what, err, want)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestPOSIX(t *testing.T) {
+	e := mnt(t, setup{})
+	f := e.p("f")
+
+	// create, O_EXCL, read, write
+	must(t, os.WriteFile(f, []byte("hello"), 0640))
+	if got := readFile(t, f); got != "hello" {
+		t.Fatalf("read %q", got)
+	}
+	fi, err := os.Stat(f)
+	must(t, err)
+	if fi.Mode().Perm() != 0640 || fi.Size() != 5 {
+		t.Fatalf("stat: %v %d", fi.Mode(), fi.Size())
+	}
+	_, err = os.OpenFile(f, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0644)
+	wantErrno(t, err, syscall.EEXIST, "O_EXCL on an existing file")
+
+	// O_TRUNC, O_APPEND
+	must(t, os.WriteFile(f, []byte("abc"), 0640))
+	if got := readFile(t, f); got != "abc" {
+		t.Fatalf("after O_TRUNC: %q", got)
+	}
+	af, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = af.WriteString("def")
+	must(t, err)
+	must(t, af.Close())
+	if got := readFile(t, f); got != "abcdef" {
+		t.Fatalf("after O_APPEND: %q", got)
+	}
+
+	// random writes, sparse file, truncate, ftruncate
+	rf, err := os.OpenFile(f, os.O_RDWR, 0)
+	must(t, err)
+	_, err = rf.WriteAt([]byte("XY"), 1)
+	must(t, err)
+	_, err = rf.WriteAt([]byte("Z"), 10)
+	must(t, err)
+	b := make([]byte, 20)
+	n, _ := rf.ReadAt(b, 0)
+	if got := string(b[:n]); got != "aXYdef\x00\x00\x00\x00Z" {
+		t.Fatalf("read through the writing handle: %q", got)
+	}
+	must(t, rf.Truncate(4))
+	_, err = rf.WriteAt([]byte("!"), 6)
+	must(t, err)
+	must(t, rf.Close())
+	if got := readFile(t, f); got != "aXYd\x00\x00!" {
+		t.Fatalf("after writes and ftruncate: %q", got)
+	}
+	must(t, os.Truncate(f, 2))
+	if got := readFile(t, f); got != "aX" {
+		t.Fatalf("after truncate: %q", got)
+	}
+	// A big sparse file
+	sf, err := os.Create(e.p("sparse"))
+	must(t, err)
+	_, err = sf.WriteAt([]byte("end"), 3<<20)
+	must(t, err)
+	must(t, sf.Close())
+	fi, err = os.Stat(e.p("sparse"))
+	must(t, err)
+	if fi.Size() != 3<<20+3 {
+		t.Fatalf("sparse size %d", fi.Size())
+	}
+
+	// mkdir, rmdir, ENOTEMPTY, unlink, EISDIR, ENOTDIR
+	must(t, os.Mkdir(e.p("d"), 0750))
+	wantErrno(t, os.Mkdir(e.p("d"), 0750), syscall.EEXIST, "mkdir existing")
+	must(t, os.WriteFile(e.p("d/x"), []byte("x"), 0644))
+	wantErrno(t, syscall.Rmdir(e.p("d")), syscall.ENOTEMPTY, "rmdir non-empty")
+	wantErrno(t, syscall.Unlink(e.p("d")), syscall.EISDIR, "unlink a directory")
+	wantErrno(t, syscall.Rmdir(f), syscall.ENOTDIR, "rmdir a file")
+	_, err = os.Stat(e.p("f/x"))
+	wantErrno(t, err, syscall.ENOTDIR, "stat through a file")
+	_, err = os.Stat(e.p("missing"))
+	wantErrno(t, err, syscall.ENOENT, "stat missing")
+	must(t, os.Remove(e.p("d/x")))
+	must(t, os.Remove(e.p("d")))
+	_, err = os.Stat(e.p("d"))
+	wantErrno(t, err, syscall.ENOENT, "stat removed dir")
+
+	// rename: overwrite, directories, across directories, NOREPLACE
+	must(t, os.WriteFile(e.p("a"), []byte("A"), 0644))
+	must(t, os.WriteFile(e.p("b"), []byte("B"), 0644))
+	must(t, os.Rename(e.p("a"), e.p("b")))
+	if got := readFile(t, e.p("b")); got != "A" {
+		t.Fatalf("after rename over: %q", got)
+	}
+	_, err = os.Stat(e.p("a"))
+	wantErrno(t, err, syscall.ENOENT, "stat renamed-away")
+	must(t, os.MkdirAll(e.p("d1/sub"), 0755))
+	must(t, os.WriteFile(e.p("d1/sub/f"), []byte("deep"), 0644))
+	must(t, os.Mkdir(e.p("d2"), 0755))
+	must(t, os.Rename(e.p("d1/sub"), e.p("d2/moved")))
+	if got := readFile(t, e.p("d2/moved/f")); got != "deep" {
+		t.Fatalf("after dir rename: %q", got)
+	}
+	must(t, os.Rename(e.p("b"), e.p("d2/b")))
+	must(t, os.WriteFile(e.p("c"), []byte("C"), 0644))
+	wantErrno(t, unix.Renameat2(unix.AT_FDCWD, e.p("c"), unix.AT_FDCWD, e.p("d2/b"), unix.RENAME_NOREPLACE), syscall.EEXIST, "RENAME_NOREPLACE")
+	must(t, unix.Renameat2(unix.AT_FDCWD, e.p("c"), unix.AT_FDCWD, e.p("d2/c"), unix.RENAME_NOREPLACE))
+	wantErrno(t, os.Rename(e.p("d2"), e.p("d2/moved/x")), syscall.EINVAL, "rename into itself")
+
+	// symlink, readlink, lchown-free times on links
+	must(t, os.Symlink("d2/c", e.p("l")))
+	if tg, err := os.Readlink(e.p("l")); err != nil || tg != "d2/c" {
+		t.Fatalf("readlink: %q %v", tg, err)
+	}
+	if got := readFile(t, e.p("l")); got != "C" {
+		t.Fatalf("read through link: %q", got)
+	}
+	wantErrno(t, os.Link(e.p("d2/c"), e.p("hard")), syscall.ENOTSUP, "link")
+
+	// chmod, utimens with nanoseconds, UTIME_OMIT and UTIME_NOW
+	must(t, os.Chmod(e.p("d2/c"), 0600))
+	fi, err = os.Stat(e.p("d2/c"))
+	must(t, err)
+	if fi.Mode().Perm() != 0600 {
+		t.Fatalf("chmod: %v", fi.Mode())
+	}
+	mt := time.Unix(1600000000, 123456789)
+	must(t, unix.UtimesNanoAt(unix.AT_FDCWD, e.p("d2/c"), []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt.UnixNano())}, 0))
+	fi, err = os.Stat(e.p("d2/c"))
+	must(t, err)
+	if !fi.ModTime().Equal(mt) {
+		t.Fatalf("utimens: mtime %v, want %v", fi.ModTime(), mt)
+	}
+	before := time.Now().Add(-2 * time.Second)
+	must(t, unix.UtimesNanoAt(unix.AT_FDCWD, e.p("d2/c"), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}, 0))
+	fi, err = os.Stat(e.p("d2/c"))
+	must(t, err)
+	if fi.ModTime().Before(before) {
+		t.Fatalf("UTIME_NOW: mtime %v", fi.ModTime())
+	}
+
+	// xattrs
+	xf := e.p("d2/c")
+	must(t, unix.Setxattr(xf, "user.color", []byte("blue"), 0))
+	buf := make([]byte, 64)
+	n, err = unix.Getxattr(xf, "user.color", buf)
+	if err != nil || string(buf[:n]) != "blue" {
+		t.Fatalf("getxattr: %q %v", buf[:n], err)
+	}
+	n, err = unix.Listxattr(xf, buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "user.color\x00") {
+		t.Fatalf("listxattr: %q %v", buf[:n], err)
+	}
+	wantErrno(t, unix.Setxattr(xf, "user.color", []byte("red"), unix.XATTR_CREATE), syscall.EEXIST, "XATTR_CREATE existing")
+	must(t, unix.Removexattr(xf, "user.color"))
+	_, err = unix.Getxattr(xf, "user.color", buf)
+	wantErrno(t, err, syscall.ENODATA, "getxattr removed")
+	wantErrno(t, unix.Removexattr(xf, "user.color"), syscall.ENODATA, "removexattr missing")
+
+	// ENAMETOOLONG
+	_, err = os.Create(e.p(strings.Repeat("n", 256)))
+	wantErrno(t, err, syscall.ENAMETOOLONG, "create with a long name")
+	must(t, os.WriteFile(e.p(strings.Repeat("n", 255)), nil, 0644))
+
+	// fifos
+	must(t, syscall.Mkfifo(e.p("fifo"), 0644))
+	fi, err = os.Lstat(e.p("fifo"))
+	must(t, err)
+	if fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("fifo mode %v", fi.Mode())
+	}
+
+	// statfs
+	var st unix.Statfs_t
+	must(t, unix.Statfs(e.dir, &st))
+	if st.Bsize <= 0 || st.Blocks == 0 || st.Namelen != 255 {
+		t.Fatalf("statfs: %+v", st)
+	}
+}
+
+func TestInodes(t *testing.T) {
+	e := mnt(t, setup{})
+	must(t, os.WriteFile(e.p("f"), []byte("x"), 0644))
+	ino := func(p string) uint64 {
+		var st syscall.Stat_t
+		must(t, syscall.Stat(p, &st))
+		return st.Ino
+	}
+	i1 := ino(e.p("f"))
+	must(t, os.Mkdir(e.p("d"), 0755))
+	must(t, os.Rename(e.p("f"), e.p("d/g")))
+	if i2 := ino(e.p("d/g")); i2 != i1 {
+		t.Fatalf("inode changed across rename: %d, then %d", i1, i2)
+	}
+	must(t, os.WriteFile(e.p("d/g"), []byte("changed"), 0644))
+	if i3 := ino(e.p("d/g")); i3 != i1 {
+		t.Fatalf("inode changed across rewrite: %d, then %d", i1, i3)
+	}
+	if ino(e.p("d")) == i1 || ino(e.dir) != 1 {
+		t.Fatal("inode numbers not distinct")
+	}
+}
+
+func TestMmap(t *testing.T) {
+	e := mnt(t, setup{})
+	f := e.p("m")
+	must(t, os.WriteFile(f, bytes.Repeat([]byte("a"), 8192), 0644))
+	fd, err := os.OpenFile(f, os.O_RDWR, 0)
+	must(t, err)
+	b, err := unix.Mmap(int(fd.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	must(t, err)
+	if b[100] != 'a' {
+		t.Fatalf("mmap read %q", b[100])
+	}
+	copy(b[4096:], "shared")
+	must(t, unix.Msync(b, unix.MS_SYNC))
+	must(t, unix.Munmap(b))
+	must(t, fd.Close())
+
+	fd, err = os.Open(f)
+	must(t, err)
+	pb, err := unix.Mmap(int(fd.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	must(t, err)
+	if string(pb[4096:4102]) != "shared" {
+		t.Fatalf("private map read %q", pb[4096:4102])
+	}
+	copy(pb, "private")
+	must(t, unix.Munmap(pb))
+	must(t, fd.Close())
+
+	// Through the tree (and so the server) too.
+	data, err := zx.ReadFile(t.Context(), e.c.Remote(), "/m")
+	must(t, err)
+	if string(data[4096:4102]) != "shared" || data[0] != 'a' {
+		t.Fatalf("server has %q ... %q", data[:8], data[4096:4102])
+	}
+}
+
+func TestExec(t *testing.T) {
+	e := mnt(t, setup{})
+	src, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1)")
+	}
+	b, err := os.ReadFile(src)
+	must(t, err)
+	must(t, os.WriteFile(e.p("true"), b, 0755))
+	if out, err := exec.Command(e.p("true")).CombinedOutput(); err != nil {
+		t.Fatalf("running a binary from the mount: %v: %s", err, out)
+	}
+}
+
+func TestLargeFile(t *testing.T) {
+	e := mnt(t, setup{opts: mount.Options{WholeFile: 1 << 20}})
+	data := make([]byte, 5<<20+123)
+	for i := range data {
+		data[i] = byte(i * 7 / 3)
+	}
+	must(t, os.WriteFile(e.p("big"), data, 0644))
+	got, err := os.ReadFile(e.p("big"))
+	must(t, err)
+	if !bytes.Equal(got, data) {
+		t.Fatal("large file differs")
+	}
+	// Stream it cold through a second mount of the same server.
+	f, err := os.OpenFile(e.p("big"), os.O_RDWR, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("patch"), 3<<20)
+	must(t, err)
+	b := make([]byte, 10)
+	_, err = f.ReadAt(b, 3<<20-5)
+	must(t, err)
+	if string(b[5:]) != "patch" {
+		t.Fatalf("read of unsent write: %q", b)
+	}
+	must(t, f.Close())
+	copy(data[3<<20:], "patch")
+	rd, err := zx.ReadFile(t.Context(), e.c.Remote(), "/big")
+	must(t, err)
+	if !bytes.Equal(rd, data) {
+		t.Fatal("server copy differs")
+	}
+}
+
+func mounted(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	if !strings.Contains(string(b), " "+dir+" ") || !strings.Contains(string(b), "fuse") {
+		t.Fatalf("%s is not a FUSE mount", dir)
+	}
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTwoMounts: a change through one mount is visible through the other
+// after close, and a file cached by the other is invalidated on change.
+func TestTwoMounts(t *testing.T) {
+	addr := serve(t, memfs.New())
+	a := mnt(t, setup{addr: addr})
+	b := mnt(t, setup{addr: addr})
+	mounted(t, a.dir)
+	mounted(t, b.dir)
+	if !a.c.Watching() || !b.c.Watching() {
+		t.Fatal("caches have no watch")
+	}
+	must(t, os.WriteFile(a.p("f"), []byte("one"), 0644))
+	waitFor(t, "b sees f", func() bool { d, err := os.ReadFile(b.p("f")); return err == nil && string(d) == "one" })
+	// b has f cached (kernel and cache); change it through a.
+	if got := readFile(t, b.p("f")); got != "one" {
+		t.Fatal(got)
+	}
+	must(t, os.WriteFile(a.p("f"), []byte("two, longer"), 0644))
+	waitFor(t, "b sees the change", func() bool { d, _ := os.ReadFile(b.p("f")); return string(d) == "two, longer" })
+	// Same size, different contents.
+	must(t, os.WriteFile(a.p("f"), []byte("TWO, LONGER"), 0644))
+	waitFor(t, "b sees the same-size change", func() bool { d, _ := os.ReadFile(b.p("f")); return string(d) == "TWO, LONGER" })
+	// b looked up a missing name; a creates it.
+	_, err := os.Stat(b.p("new"))
+	wantErrno(t, err, syscall.ENOENT, "stat new")
+	must(t, os.Mkdir(a.p("new"), 0755))
+	waitFor(t, "b sees new", func() bool { _, err := os.Stat(b.p("new")); return err == nil })
+	must(t, os.Remove(a.p("f")))
+	waitFor(t, "b sees f removed", func() bool { _, err := os.Stat(b.p("f")); return errors.Is(err, syscall.ENOENT) })
+	must(t, os.Rename(a.p("new"), a.p("renamed")))
+	waitFor(t, "b sees the rename", func() bool { _, err := os.Stat(b.p("renamed")); return err == nil })
+	if _, err := os.Stat(b.p("new")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("old name after rename: %v", err)
+	}
+}
+
+// TestRoundTrips counts the round trips the mount costs through a WAN
+// emulator at 20 ms.
+func TestRoundTrips(t *testing.T) {
+	fs := memfs.New()
+	ctx := t.Context()
+	for _, p := range []string{"/dir", "/dir2"} {
+		_, err := zx.Mkdir(ctx, fs, p, 0755)
+		must(t, err)
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		_, err := zx.WriteFile(ctx, fs, "/dir/"+name, nil, []byte("data of "+name))
+		must(t, err)
+	}
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond})
+	step := func(what string, want int64, f func()) {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond)
+		before := e.conn.Stats().RoundTrips
+		f()
+		got := e.conn.Stats().RoundTrips - before
+		t.Logf("%s: %d round trips", what, got)
+		if got != want {
+			t.Errorf("%s: %d round trips, want %d", what, got, want)
+		}
+	}
+	step("ls -l of a cold directory", 1, func() {
+		out, err := exec.Command("ls", "-l", e.p("dir")).CombinedOutput()
+		if err != nil || strings.Count(string(out), "data") != 0 && false {
+			t.Fatalf("ls: %v: %s", err, out)
+		}
+		if !strings.Contains(string(out), " e\n") {
+			t.Fatalf("ls: %s", out)
+		}
+	})
+	step("stat of a missing name twice", 1, func() {
+		for range 2 {
+			_, err := os.Stat(e.p("dir2/missing"))
+			wantErrno(t, err, syscall.ENOENT, "stat missing")
+		}
+	})
+	step("first open and read of a file", 1, func() {
+		if got := readFile(t, e.p("dir/a")); got != "data of a" {
+			t.Fatal(got)
+		}
+	})
+	step("second open and read of the unchanged file", 0, func() {
+		if got := readFile(t, e.p("dir/a")); got != "data of a" {
+			t.Fatal(got)
+		}
+	})
+	step("write a new file (create + close)", 2, func() {
+		must(t, os.WriteFile(e.p("dir/new"), []byte("new"), 0644))
+	})
+	step("read back what we wrote", 0, func() {
+		if got := readFile(t, e.p("dir/new")); got != "new" {
+			t.Fatal(got)
+		}
+	})
+}
+
+// TestUnmountServerGone: the server goes away; requests fail within the
+// timeout and unmounting works.
+func TestUnmountServerGone(t *testing.T) {
+	canMount(t)
+	srv, err := server.New(map[string]zx.Tree{"main": memfs.New()}, "main", server.Config{})
+	must(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go srv.Serve(l)
+	conn, err := client.Dial(context.Background(), l.Addr().String(), client.Options{})
+	must(t, err)
+	defer conn.Close()
+	c := cache.New(conn.Tree(""), cache.Options{})
+	defer c.Close()
+	dir := t.TempDir()
+	m, err := mount.Mount(dir, c, mount.Options{Timeout: 2 * time.Second})
+	must(t, err)
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			m.Unmount()
+		}
+	})
+	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0644))
+	srv.Close()
+	start := time.Now()
+	_, err = os.Stat(filepath.Join(dir, "never-seen"))
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("stat with the server gone: %v after %v", err, time.Since(start))
+	}
+	must(t, m.Unmount())
+	done = true
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(b), " "+dir+" ") {
+		t.Fatal("still mounted")
+	}
+}

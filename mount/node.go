@@ -1,0 +1,530 @@
+package mount
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zxfs/zx"
+)
+
+// node is a file, directory or other entry. Its path is where it hangs
+// in the go-fuse inode tree.
+type node struct {
+	fs.Inode
+	m *FS
+
+	mu      sync.Mutex
+	d       zx.Dir           // last entry seen
+	kept    string           // size/mtime of the data the kernel caches ("" none)
+	handles map[*handle]bool // open handles
+}
+
+var (
+	_ fs.NodeLookuper      = (*node)(nil)
+	_ fs.NodeGetattrer     = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeReaddirer     = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeReadlinker    = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeStatfser      = (*node)(nil)
+	_ fs.NodeGetxattrer    = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeListxattrer   = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
+	_ fs.NodeFsyncer       = (*node)(nil)
+)
+
+func (n *node) path() string {
+	return "/" + n.Path(n.m.root.EmbeddedInode())
+}
+
+func (n *node) setDir(d zx.Dir) {
+	n.mu.Lock()
+	n.d = d
+	n.mu.Unlock()
+}
+
+func (n *node) dir() zx.Dir {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.d
+}
+
+// dataChanged notes that the kernel's cached pages are stale.
+func (n *node) dataChanged() {
+	n.mu.Lock()
+	n.kept = ""
+	n.mu.Unlock()
+}
+
+func version(d zx.Dir) string { return d[zx.ASize] + "/" + d[zx.AMtime] }
+
+// stat returns the entry at p.
+func (m *FS) stat(ctx context.Context, p string) (zx.Dir, error) {
+	ctx, cancel := m.rctx(ctx)
+	defer cancel()
+	return zx.Stat(ctx, m.t, p)
+}
+
+// newChild returns the inode for entry d, a child of n.
+func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.EntryOut) *fs.Inode {
+	m := n.m
+	ino := m.ino(d, p)
+	child := &node{m: m, d: d}
+	in := n.NewInode(ctx, child, fs.StableAttr{Mode: stmode(d.Type()), Ino: ino})
+	if cn, ok := in.Operations().(*node); ok && cn != child {
+		cn.setDir(d) // an inode we had already (a hard link, or looked up again)
+	}
+	m.fill(d, ino, &out.Attr)
+	t := m.timeout()
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return in
+}
+
+// Lookup implements fs.NodeLookuper: from the cache when it knows.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > zx.MaxName {
+		return nil, syscall.ENAMETOOLONG
+	}
+	p := join(n.path(), name)
+	d, err := n.m.stat(ctx, p)
+	if err != nil {
+		if zx.KindOf(err) == zx.ErrNotExist {
+			n.m.noteNeg(n.EmbeddedInode(), name)
+		}
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, d, p, out), 0
+}
+
+// Getattr implements fs.NodeGetattrer.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		// An open file that went away (unlinked) keeps its attributes.
+		if d = n.dir(); d == nil || zx.KindOf(err) != zx.ErrNotExist {
+			return errno(err)
+		}
+	} else {
+		n.setDir(d)
+	}
+	n.m.fill(d, n.StableAttr().Ino, &out.Attr)
+	if sz, ok := n.dirtySize(); ok {
+		out.Size = uint64(sz)
+		out.Blocks = (out.Size + 511) / 512
+	}
+	out.SetTimeout(n.m.timeout())
+	return 0
+}
+
+// dirtySize returns the size seen through a handle with unsent writes.
+func (n *node) dirtySize() (int64, bool) {
+	n.mu.Lock()
+	hs := make([]*handle, 0, len(n.handles))
+	for h := range n.handles {
+		hs = append(hs, h)
+	}
+	n.mu.Unlock()
+	for _, h := range hs {
+		h.mu.Lock()
+		sz, dirty := h.size, h.dirty
+		h.mu.Unlock()
+		if dirty {
+			return sz, true
+		}
+	}
+	return 0, false
+}
+
+// flushAll sends the writes of every open handle of n.
+func (n *node) flushAll(ctx context.Context) syscall.Errno {
+	n.mu.Lock()
+	hs := make([]*handle, 0, len(n.handles))
+	for h := range n.handles {
+		hs = append(hs, h)
+	}
+	n.mu.Unlock()
+	for _, h := range hs {
+		if e := h.flush(ctx); e != 0 {
+			return e
+		}
+	}
+	return 0
+}
+
+func (m *FS) ro() syscall.Errno {
+	if m.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return 0
+}
+
+// Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if e := n.m.ro(); e != 0 {
+		return e
+	}
+	d := zx.Dir{}
+	if mode, ok := in.GetMode(); ok {
+		d[zx.AMode] = zx.FormatMode(mode & 07777)
+	}
+	if uid, ok := in.GetUID(); ok {
+		d.SetInt(zx.AUid, int64(uid))
+	}
+	if gid, ok := in.GetGID(); ok {
+		d.SetInt(zx.AGid, int64(gid))
+	}
+	if mt, ok := in.GetMTime(); ok {
+		d.SetTime(zx.AMtime, mt)
+	}
+	if at, ok := in.GetATime(); ok {
+		d.SetTime(zx.AAtime, at)
+	}
+	size, hasSize := in.GetSize()
+	if h, ok := f.(*handle); ok && hasSize {
+		h.truncate(int64(size))
+		hasSize = false
+	}
+	if len(d) > 0 || hasSize {
+		// Unsent writes go first: a later flush would undo the change
+		// (a Put sets mtime).
+		if e := n.flushAll(ctx); e != 0 {
+			return e
+		}
+	}
+	if hasSize {
+		d.SetInt(zx.ASize, int64(size))
+	}
+	if len(d) == 0 {
+		return n.Getattr(ctx, f, out)
+	}
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	nd, err := zx.Wstat(rctx, n.m.t, n.path(), d)
+	if err != nil {
+		return errno(err)
+	}
+	n.setDir(nd)
+	n.m.fill(nd, n.StableAttr().Ino, &out.Attr)
+	if sz, ok := n.dirtySize(); ok {
+		out.Size = uint64(sz)
+	}
+	out.SetTimeout(n.m.timeout())
+	return 0
+}
+
+// Readdir implements fs.NodeReaddirer: one Get of the directory, whose
+// entries fill the cache, so the lookups READDIRPLUS makes cost nothing.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	p := n.path()
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	ds, err := zx.ReadDir(rctx, n.m.t, p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	es := make([]fuse.DirEntry, 0, len(ds))
+	for _, d := range ds {
+		es = append(es, fuse.DirEntry{Name: d.Name(), Mode: stmode(d.Type()), Ino: n.m.ino(d, d.Path())})
+	}
+	return fs.NewListDirStream(es), 0
+}
+
+// create makes the entry d (with a type) at name in n, exclusively.
+func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.EntryOut) (*fs.Inode, zx.Dir, syscall.Errno) {
+	if e := n.m.ro(); e != 0 {
+		return nil, nil, e
+	}
+	if len(name) > zx.MaxName {
+		return nil, nil, syscall.ENAMETOOLONG
+	}
+	p := join(n.path(), name)
+	if c, ok := ctx.(*fuse.Context); ok && c.Caller.Owner.Uid != 0 && d[zx.AUid] == "" {
+		d.SetInt(zx.AUid, int64(c.Caller.Owner.Uid))
+		d.SetInt(zx.AGid, int64(c.Caller.Owner.Gid))
+	}
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	r := <-n.m.t.Put(rctx, p, d, 0, nil)
+	if r.Err != nil {
+		return nil, nil, errno(r.Err)
+	}
+	return n.newChild(ctx, r.Dir, p, out), r.Dir, 0
+}
+
+// Create implements fs.NodeCreater.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	d := zx.Dir{zx.AType: zx.TypeFile, zx.AMode: zx.FormatMode(mode & 07777), zx.ASize: "0"}
+	if flags&syscall.O_EXCL != 0 {
+		d[zx.AExcl] = "y"
+	}
+	in, nd, e := n.create(ctx, name, d, out)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	cn := in.Operations().(*node)
+	h := cn.newHandle(nd, flags)
+	h.rewrite, h.content = true, []byte{}
+	cn.mu.Lock()
+	cn.kept = version(nd)
+	cn.mu.Unlock()
+	return in, h, 0, 0
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeDir, zx.AMode: zx.FormatMode(mode & 07777), zx.AExcl: "y"}, out)
+	return in, e
+}
+
+// Mknod implements fs.NodeMknoder: fifos, sockets, devices and files.
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d := zx.Dir{zx.AMode: zx.FormatMode(mode & 07777), zx.AExcl: "y"}
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		d[zx.AType] = zx.TypeFifo
+	case syscall.S_IFSOCK:
+		d[zx.AType] = zx.TypeSocket
+	case syscall.S_IFCHR:
+		d[zx.AType] = zx.TypeCharDev
+		d.SetInt(zx.ARdev, int64(dev))
+	case syscall.S_IFBLK:
+		d[zx.AType] = zx.TypeBlkDev
+		d.SetInt(zx.ARdev, int64(dev))
+	case syscall.S_IFREG, 0:
+		d[zx.AType] = zx.TypeFile
+	default:
+		return nil, syscall.EINVAL
+	}
+	in, _, e := n.create(ctx, name, d, out)
+	return in, e
+}
+
+// Symlink implements fs.NodeSymlinker.
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeLink, zx.ATarget: target, zx.AExcl: "y"}, out)
+	return in, e
+}
+
+// Readlink implements fs.NodeReadlinker.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		return nil, errno(err)
+	}
+	if d.Type() != zx.TypeLink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(d[zx.ATarget]), 0
+}
+
+// Link implements fs.NodeLinker: zx has no request for hard links yet.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.ENOTSUP
+}
+
+func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
+	if e := n.m.ro(); e != 0 {
+		return e
+	}
+	p := join(n.path(), name)
+	d, err := n.m.stat(ctx, p)
+	if err != nil {
+		return errno(err)
+	}
+	switch {
+	case dir && !d.IsDir():
+		return syscall.ENOTDIR
+	case !dir && d.IsDir():
+		return syscall.EISDIR
+	}
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	return errno(<-n.m.t.Remove(rctx, p))
+}
+
+// Unlink implements fs.NodeUnlinker.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, false)
+}
+
+// Rmdir implements fs.NodeRmdirer.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, true)
+}
+
+// Rename implements fs.NodeRenamer, with RENAME_NOREPLACE.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if e := n.m.ro(); e != 0 {
+		return e
+	}
+	if len(newName) > zx.MaxName {
+		return syscall.ENAMETOOLONG
+	}
+	const noReplace, exchange = 1, 2
+	if flags&exchange != 0 {
+		return syscall.ENOTSUP
+	}
+	from := join(n.path(), name)
+	to := join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
+	if flags&noReplace != 0 {
+		_, err := n.m.stat(ctx, to)
+		if err == nil {
+			return syscall.EEXIST
+		}
+		if zx.KindOf(err) != zx.ErrNotExist {
+			return errno(err)
+		}
+	}
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	return errno(<-n.m.t.Move(rctx, from, to))
+}
+
+// Statfs implements fs.NodeStatfser with fixed, roomy values: zx has no
+// request for them.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	const bs = 4096
+	out.Bsize = bs
+	out.Frsize = bs
+	out.Blocks = 1 << 40 / bs
+	out.Bfree = out.Blocks / 2
+	out.Bavail = out.Blocks / 2
+	out.Files = 1 << 30
+	out.Ffree = 1 << 29
+	out.NameLen = zx.MaxName
+	return 0
+}
+
+// Fsync implements fs.NodeFsyncer (for fsync without a handle we know).
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.flush(ctx)
+	}
+	return n.flushAll(ctx)
+}
+
+// ---- extended attributes: "user.NAME" is the zx user attribute NAME ----
+
+const xattrPrefix = "user."
+
+func userAttr(attr string) (string, bool) {
+	name, ok := strings.CutPrefix(attr, xattrPrefix)
+	return name, ok && zx.IsUserAttr(name)
+}
+
+// Getxattr implements fs.NodeGetxattrer.
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	name, ok := userAttr(attr)
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		return 0, errno(err)
+	}
+	v, ok := d[name]
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Listxattr implements fs.NodeListxattrer.
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		return 0, errno(err)
+	}
+	var b []byte
+	for _, k := range d.Keys() {
+		if zx.IsUserAttr(k) {
+			b = append(append(b, xattrPrefix+k...), 0)
+		}
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+// Setxattr implements fs.NodeSetxattrer. zx deletes an attribute set to
+// "", so an empty value cannot be stored: EINVAL.
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if e := n.m.ro(); e != 0 {
+		return e
+	}
+	name, ok := strings.CutPrefix(attr, xattrPrefix)
+	if !ok {
+		return syscall.ENOTSUP
+	}
+	if !zx.IsUserAttr(name) || len(data) == 0 {
+		return syscall.EINVAL
+	}
+	const xcreate, xreplace = 1, 2
+	if flags&(xcreate|xreplace) != 0 {
+		d, err := n.m.stat(ctx, n.path())
+		if err != nil {
+			return errno(err)
+		}
+		_, has := d[name]
+		if flags&xcreate != 0 && has {
+			return syscall.EEXIST
+		}
+		if flags&xreplace != 0 && !has {
+			return syscall.ENODATA
+		}
+	}
+	return n.wstat(ctx, zx.Dir{name: string(data)})
+}
+
+// Removexattr implements fs.NodeRemovexattrer.
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if e := n.m.ro(); e != 0 {
+		return e
+	}
+	name, ok := userAttr(attr)
+	if !ok {
+		return syscall.ENODATA
+	}
+	d, err := n.m.stat(ctx, n.path())
+	if err != nil {
+		return errno(err)
+	}
+	if _, has := d[name]; !has {
+		return syscall.ENODATA
+	}
+	return n.wstat(ctx, zx.Dir{name: ""})
+}
+
+func (n *node) wstat(ctx context.Context, d zx.Dir) syscall.Errno {
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	nd, err := zx.Wstat(rctx, n.m.t, n.path(), d)
+	if err != nil {
+		return errno(err)
+	}
+	n.setDir(nd)
+	n.m.refreshAttrs(n.EmbeddedInode())
+	return 0
+}
+
+var _ = time.Second

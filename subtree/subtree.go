@@ -1,0 +1,197 @@
+// Package subtree presents a directory of a zx tree as a tree of its own,
+// as `zx mount zx://host/some/dir` needs: paths given to it are taken below
+// the directory, and paths in its replies are rewritten back.
+package subtree
+
+import (
+	"context"
+	"io"
+	"path"
+
+	"github.com/zxfs/zx"
+)
+
+// Tree is the subtree of T at Prefix.
+type Tree struct {
+	T      zx.Tree
+	Prefix string // a clean path
+}
+
+var (
+	_ zx.Tree    = (*Tree)(nil)
+	_ zx.Finder  = (*Tree)(nil)
+	_ zx.Watcher = (*Tree)(nil)
+)
+
+// New returns the subtree of t at prefix; for "/" it returns t itself.
+func New(t zx.Tree, prefix string) zx.Tree {
+	if prefix == "/" || prefix == "" {
+		return t
+	}
+	return &Tree{T: t, Prefix: prefix}
+}
+
+// real turns a path of the subtree into one of the whole tree. A path that
+// is not clean is passed on as it is below the prefix, for the tree to
+// refuse: joining would clean away the "..".
+func (t *Tree) real(p string) string {
+	if c, err := zx.CleanPath(p); err == nil {
+		return path.Join(t.Prefix, c)
+	}
+	return t.Prefix + "/" + p
+}
+
+// back turns a path of the whole tree into one of the subtree.
+func (t *Tree) back(p string) string { return zx.Reprefix(p, t.Prefix, "/") }
+
+func (t *Tree) dir(d zx.Dir) zx.Dir {
+	if d == nil {
+		return nil
+	}
+	if p, ok := d[zx.APath]; ok {
+		d = d.Clone()
+		d[zx.APath] = t.back(p)
+		d[zx.AName] = path.Base(d[zx.APath])
+	}
+	return d
+}
+
+func (t *Tree) reply(in <-chan zx.Reply) <-chan zx.Reply {
+	out := make(chan zx.Reply, 1)
+	go func() {
+		r := <-in
+		r.Dir = t.dir(r.Dir)
+		out <- r
+	}()
+	return out
+}
+
+func (t *Tree) items(ctx context.Context, in <-chan zx.Item) <-chan zx.Item {
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		for it := range in {
+			it.Dir = t.dir(it.Dir)
+			select {
+			case out <- it:
+			case <-ctx.Done():
+				for range in {
+				}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Stat implements zx.Tree.
+func (t *Tree) Stat(ctx context.Context, p string) <-chan zx.Reply {
+	return t.reply(t.T.Stat(ctx, t.real(p)))
+}
+
+// Get implements zx.Tree.
+func (t *Tree) Get(ctx context.Context, p string, off, count int64) <-chan zx.Item {
+	return t.items(ctx, t.T.Get(ctx, t.real(p), off, count))
+}
+
+// Put implements zx.Tree.
+func (t *Tree) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	return t.reply(t.T.Put(ctx, t.real(p), d, off, data))
+}
+
+// Move implements zx.Tree.
+func (t *Tree) Move(ctx context.Context, from, to string) <-chan error {
+	return t.T.Move(ctx, t.real(from), t.real(to))
+}
+
+// Remove implements zx.Tree.
+func (t *Tree) Remove(ctx context.Context, p string) <-chan error {
+	if c, err := zx.CleanPath(p); err == nil && c == "/" {
+		return errc(zx.E(zx.ErrInvalid, "remove", "/", "cannot remove the root"))
+	}
+	return t.T.Remove(ctx, t.real(p))
+}
+
+// RemoveAll implements zx.Tree.
+func (t *Tree) RemoveAll(ctx context.Context, p string) <-chan error {
+	if c, err := zx.CleanPath(p); err == nil && c == "/" {
+		return errc(zx.E(zx.ErrInvalid, "removeall", "/", "cannot remove the root"))
+	}
+	return t.T.RemoveAll(ctx, t.real(p))
+}
+
+func errc(err error) <-chan error {
+	c := make(chan error, 1)
+	c <- err
+	return c
+}
+
+// Wstat implements zx.Tree.
+func (t *Tree) Wstat(ctx context.Context, p string, d zx.Dir) <-chan zx.Reply {
+	if _, ok := d[zx.APath]; ok {
+		d = d.Clone()
+		d[zx.APath] = t.real(d[zx.APath])
+		delete(d, zx.AName)
+	}
+	return t.reply(t.T.Wstat(ctx, t.real(p), d))
+}
+
+func (t *Tree) prefixes(spref, dpref string) (string, string) {
+	if spref == "" || dpref == "" {
+		return t.Prefix, "/"
+	}
+	return t.real(spref), dpref
+}
+
+// Find implements zx.Finder.
+func (t *Tree) Find(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	sp, dp := t.prefixes(spref, dpref)
+	f, ok := t.T.(zx.Finder)
+	if !ok {
+		return t.items(ctx, findFallback(ctx, t, p, pred, spref, dpref, depth0))
+	}
+	return f.Find(ctx, t.real(p), pred, sp, dp, depth0)
+}
+
+// FindGet implements zx.Finder.
+func (t *Tree) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	sp, dp := t.prefixes(spref, dpref)
+	f, ok := t.T.(zx.Finder)
+	if !ok {
+		c := make(chan zx.Item, 1)
+		c <- zx.Item{Err: zx.E(zx.ErrNotSupp, "findget", p, "tree cannot findget")}
+		close(c)
+		return c
+	}
+	return f.FindGet(ctx, t.real(p), pred, sp, dp, depth0)
+}
+
+// Watch implements zx.Watcher.
+func (t *Tree) Watch(ctx context.Context, p string) <-chan zx.Event {
+	w, ok := t.T.(zx.Watcher)
+	if !ok {
+		c := make(chan zx.Event, 1)
+		c <- zx.Event{Err: zx.E(zx.ErrNotSupp, "watch", p, "tree cannot watch")}
+		close(c)
+		return c
+	}
+	in := w.Watch(ctx, t.real(p))
+	out := make(chan zx.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			ev.Dir = t.dir(ev.Dir)
+			if ev.From != "" {
+				ev.From = t.back(ev.From)
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				for range in {
+				}
+				return
+			}
+		}
+	}()
+	return out
+}
