@@ -13,8 +13,9 @@
 //
 // Single-valued replies (Stat, Put, Wstat, Move, Remove, RemoveAll) come on
 // channels buffered for one value: a caller that does not care about the result
-// may ignore the channel. Streams (Get, Find, FindGet, Watch) come on unbuffered
-// channels, closed at the end; an error travels in-band as an Item whose Err is
+// may ignore the channel. Streams (Get, Find, FindGet, Watch) come on
+// channels closed at the end (an implementation may buffer a few items to
+// run ahead of its reader); an error travels in-band as an Item whose Err is
 // set. Cancelling the context of a call cancels the request, also on the wire;
 // the reply channel is then closed promptly (after at most one Item with an
 // error of kind ErrCanceled). A caller that stops reading a stream must cancel

@@ -10,12 +10,15 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/mux"
@@ -28,7 +31,11 @@ const DefaultPort = "5640"
 // Options configure a connection.
 type Options struct {
 	Mux         mux.Config
-	DialTimeout time.Duration // default 15s
+	DialTimeout time.Duration // default 15s; bounds the TLS handshake too
+	// TLS, if set, makes Dial speak TLS 1.3 over the TCP connection, and
+	// check the server as this configuration says (see auth.ClientConfig,
+	// which pins server keys and presents the client's key).
+	TLS *tls.Config
 }
 
 // Conn is a connection to a zx server.
@@ -47,7 +54,34 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, zx.Errorf("dial", addr, err)
 	}
+	if opts.TLS != nil {
+		tuneTCP(nc)
+		tc := tls.Client(nc, opts.TLS)
+		hctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, &zx.Error{Kind: zx.ErrAuth, Op: "dial", Path: addr, Msg: "TLS: " + err.Error(), Err: err}
+		}
+		nc = tc
+	}
 	return NewConn(nc, opts), nil
+}
+
+// tuneTCP sets what mux sets on TCP connections it is given directly, which
+// it cannot do through TLS.
+func tuneTCP(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.SetNoDelay(true)
+	if raw, err := tc.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, 256<<10)
+		})
+	}
 }
 
 // NewConn runs the client protocol over an established connection.
@@ -203,7 +237,9 @@ func (t *Tree) status(ctx context.Context, req *proto.Request) <-chan error {
 
 // stream issues a request whose reply is a stream of items.
 func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFlags) <-chan zx.Item {
-	ic := make(chan zx.Item)
+	// A little buffering lets the decoder run ahead of the consumer
+	// instead of handing over each entry of a long find.
+	ic := make(chan zx.Item, 64)
 	st, err := t.open(ctx, req, flags)
 	if err != nil {
 		go func() {
@@ -435,16 +471,38 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 
 // Location is a parsed zx://HOST[:PORT]/PATH address. A first path
 // element "@NAME" names an exported tree other than the default one.
+//
+// It may also be an ssh://[USER@]HOST[:PORT]/DIR address: the client runs
+// ssh to start "zx serve --stdio DIR" on HOST and speaks zx over the pipe.
+// The served DIR is the root of the tree, so Path is "/", unless the
+// address goes on after "//": ssh://host/srv/proj//src/main.go is
+// /src/main.go in the tree served from /srv/proj. A DIR of "~" or
+// starting with "~/" is taken from the remote user's home directory.
 type Location struct {
-	Addr string // host:port
+	Addr string // host:port; for ssh://, "ssh://[USER@]HOST[:PORT]/DIR", one connection per DIR
 	Tree string // "" for the server's default tree
 	Path string // clean path in the tree
+	SSH  SSHTarget
 }
 
-// ParseLocation parses a zx:// address.
+// SSHTarget is where an ssh:// location runs its server.
+type SSHTarget struct {
+	User string // "" for ssh's default
+	Host string // "" if the location is not ssh://
+	Port string // "" for ssh's default
+	Dir  string // directory to serve: absolute, or relative to the remote home
+}
+
+// IsSSH reports whether l is an ssh:// location.
+func (l Location) IsSSH() bool { return l.SSH.Host != "" }
+
+// ParseLocation parses a zx:// or ssh:// address.
 func ParseLocation(s string) (Location, error) {
+	if strings.HasPrefix(s, "ssh://") {
+		return parseSSH(s)
+	}
 	if !strings.HasPrefix(s, "zx://") {
-		return Location{}, zx.E(zx.ErrInvalid, "", s, "not a zx:// address")
+		return Location{}, zx.E(zx.ErrInvalid, "", s, "not a zx:// or ssh:// address")
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -471,7 +529,108 @@ func ParseLocation(s string) (Location, error) {
 	return Location{Addr: host, Tree: tree, Path: p}, nil
 }
 
+func parseSSH(s string) (Location, error) {
+	bad := func(msg string) (Location, error) {
+		return Location{}, zx.E(zx.ErrInvalid, "", s, msg+" (want ssh://[USER@]HOST[:PORT]/DIR)")
+	}
+	rest := strings.TrimPrefix(s, "ssh://")
+	authority, p, hasPath := strings.Cut(rest, "/")
+	p = "/" + p
+	if !hasPath {
+		p = "/~" // ssh://host is the home directory, as sshfs's host:
+	}
+	var t SSHTarget
+	if u, h, ok := strings.Cut(authority, "@"); ok {
+		if u == "" || strings.ContainsAny(u, "@:") {
+			return bad("bad user")
+		}
+		t.User, authority = u, h
+	}
+	host, port := authority, ""
+	if strings.HasPrefix(authority, "[") {
+		i := strings.Index(authority, "]")
+		if i < 0 {
+			return bad("unterminated [")
+		}
+		host, port = authority[1:i], strings.TrimPrefix(authority[i+1:], ":")
+		if authority[i+1:] != "" && !strings.HasPrefix(authority[i+1:], ":") {
+			return bad("bad host")
+		}
+	} else if h, pt, ok := strings.Cut(authority, ":"); ok {
+		host, port = h, pt
+	}
+	if host == "" {
+		return bad("no host")
+	}
+	if strings.HasPrefix(host, "-") || strings.ContainsAny(host, " \t'\"\\;&|$`<>()") {
+		return bad("bad host")
+	}
+	if port != "" {
+		for _, r := range port {
+			if r < '0' || r > '9' {
+				return bad("bad port")
+			}
+		}
+	}
+	t.Host, t.Port = host, port
+	dir, inner, _ := strings.Cut(p, "//")
+	if strings.ContainsRune(dir, 0) {
+		return bad("bad path")
+	}
+	switch {
+	case dir == "/~" || dir == "/~/":
+		dir = "."
+	case strings.HasPrefix(dir, "/~/"):
+		dir = strings.TrimPrefix(dir, "/~/")
+	}
+	if len(dir) > 1 {
+		dir = strings.TrimRight(dir, "/")
+	}
+	if dir == "" {
+		dir = "/"
+	}
+	t.Dir = dir
+	ip, err := zx.CleanPath("/" + inner)
+	if err != nil {
+		return Location{}, err
+	}
+	l := Location{Tree: "", Path: ip, SSH: t}
+	l.Addr = l.sshAddr()
+	return l, nil
+}
+
+// sshAddr is the identity of an ssh location's connection.
+func (l Location) sshAddr() string {
+	s := "ssh://"
+	if l.SSH.User != "" {
+		s += l.SSH.User + "@"
+	}
+	h := l.SSH.Host
+	if strings.Contains(h, ":") {
+		h = "[" + h + "]"
+	}
+	s += h
+	if l.SSH.Port != "" {
+		s += ":" + l.SSH.Port
+	}
+	d := l.SSH.Dir
+	switch {
+	case d == ".":
+		d = "/~"
+	case !strings.HasPrefix(d, "/"):
+		d = "/~/" + d
+	}
+	return s + d
+}
+
 func (l Location) String() string {
+	if l.IsSSH() {
+		s := l.sshAddr()
+		if l.Path != "/" {
+			s += "/" + l.Path
+		}
+		return s
+	}
 	s := "zx://" + l.Addr
 	if l.Tree != "" {
 		s += "/@" + l.Tree
