@@ -16,8 +16,8 @@ import (
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/client"
-	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/wan"
 )
