@@ -67,8 +67,13 @@
 // like data: it is propagated with CloseWrite once everything queued before
 // it has been delivered and its own release time has come. When either side
 // fails, both sides of the connection are torn down abruptly (RST), so that
-// neither mistakes the failure for a clean end of stream. Config.CutAfter and
-// Proxy.Stall inject faults: a connection cut after a number of bytes, and a
-// link that stops forwarding for a while without losing data. Rate and Queue
+// neither mistakes the failure for a clean end of stream. Faults can be
+// injected: Config.CutAfter cuts each connection after a number of bytes,
+// Config.CutRandom after a random number of bytes and Config.CutWithin at a
+// random time (both drawn from Config.Seed, so a failing run can be
+// repeated); Proxy.Stall stops forwarding on every connection for a while
+// (or until Resume) without losing data, and Config.StallAfter and StallFor
+// stall each connection once it has been open for a while, for a while or
+// for ever: a half-open link. Rate and Queue
 // apply to each connection separately: connections do not share a link.
 package wan

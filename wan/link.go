@@ -17,11 +17,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, maxChunk); return &b
 
 // conn is one proxied connection: a is the accepted side, b the dialed one.
 type conn struct {
-	p    *Proxy
-	a, b net.Conn
-	done chan struct{} // closed on teardown
-	once sync.Once
-	wg   sync.WaitGroup // the four goroutines of the two directions
+	p     *Proxy
+	a, b  net.Conn
+	done  chan struct{} // closed on teardown
+	start time.Time     // when the connection was accepted
+	once  sync.Once
+	wg    sync.WaitGroup // the four goroutines of the two directions
 }
 
 // abortConn closes c with an RST rather than a FIN.
@@ -32,13 +33,47 @@ func abortConn(c net.Conn) {
 	c.Close()
 }
 
-// abort tears the connection down abruptly (RST on both sides).
-func (c *conn) abort() {
+// abort tears the connection down abruptly (RST on both sides). It
+// reports whether this call tore it down.
+func (c *conn) abort() bool {
+	did := false
 	c.once.Do(func() {
+		did = true
 		abortConn(c.a)
 		abortConn(c.b)
 		close(c.done)
 	})
+	return did
+}
+
+// cut tears the connection down abruptly as a fault injected on purpose,
+// counting it once.
+func (c *conn) cut() {
+	c.once.Do(func() {
+		c.p.cuts.Add(1)
+		abortConn(c.a)
+		abortConn(c.b)
+		close(c.done)
+	})
+}
+
+// stallEnd returns when a per-connection stall (Config.StallAfter,
+// StallFor) covering t ends, or the zero time if none does.
+func (c *conn) stallEnd(t time.Time, cfg *Config) time.Time {
+	if !cfg.stalls() {
+		return time.Time{}
+	}
+	from := c.start.Add(cfg.StallAfter)
+	if t.Before(from) {
+		return time.Time{}
+	}
+	if cfg.StallFor <= 0 {
+		return t.Add(time.Hour) // for ever: checked again after this
+	}
+	if end := from.Add(cfg.StallFor); t.Before(end) {
+		return end
+	}
+	return time.Time{}
 }
 
 // finish closes both sides normally once both directions are done.
@@ -77,8 +112,9 @@ type dir struct {
 	prevLen     int
 
 	// Writer only.
-	sent  int64
-	timer *time.Timer
+	sent      int64
+	cutRandom int64 // cut after this many bytes (Config.CutRandom), if > 0
+	timer     *time.Timer
 }
 
 func newDir(c *conn, src, dst net.Conn, count *atomic.Int64) *dir {
@@ -238,7 +274,11 @@ func (d *dir) write() {
 		}
 		data := (*ch.buf)[:ch.n]
 		cut := false
-		if lim := d.c.p.cfg.Load().CutAfter; lim > 0 && d.sent+int64(len(data)) >= lim {
+		lim := d.c.p.cfg.Load().CutAfter
+		if d.cutRandom > 0 && (lim <= 0 || d.cutRandom < lim) {
+			lim = d.cutRandom
+		}
+		if lim > 0 && d.sent+int64(len(data)) >= lim {
 			data = data[:max(0, lim-d.sent)]
 			cut = true
 		}
@@ -254,8 +294,7 @@ func (d *dir) write() {
 		d.done(ch.n)
 		bufPool.Put(ch.buf)
 		if cut {
-			d.c.p.cuts.Add(1)
-			d.c.abort()
+			d.c.cut()
 			return
 		}
 	}
@@ -272,6 +311,9 @@ func (d *dir) wait(release time.Time, paced bool) bool {
 			t, precise = s, false
 		}
 		now := time.Now()
+		if s := d.c.stallEnd(maxTime(now, t), p.cfg.Load()); s.After(t) {
+			t, precise = s, false
+		}
 		left := t.Sub(now)
 		if left <= 0 {
 			return true
@@ -292,6 +334,9 @@ func (d *dir) wait(release time.Time, paced bool) bool {
 		d.timer.Reset(sleep)
 		select {
 		case <-d.timer.C:
+		case <-p.resumed():
+			d.timer.Stop()
+			continue
 		case <-d.c.done:
 			return false
 		}
@@ -333,4 +378,11 @@ func (c *clock) observe(over time.Duration) {
 func (c *clock) margin() time.Duration {
 	m := time.Duration(c.est.Load())*3/2 + minMargin
 	return min(m, maxMargin)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -30,7 +31,33 @@ type Config struct {
 	// CutAfter bytes are delivered in that direction, then both sides are
 	// closed abruptly with an RST (SO_LINGER 0), as when a link dies.
 	CutAfter int64
+
+	// CutRandom, if positive, cuts each connection after a random number
+	// of bytes in [1, CutRandom], drawn per connection (and per direction)
+	// from Seed, as CutAfter does with a fixed number. With both set, the
+	// smaller limit wins.
+	CutRandom int64
+
+	// CutWithin, if positive, cuts each connection abruptly (RST) at a
+	// random time in [0, CutWithin) after it was accepted, drawn per
+	// connection from Seed, whatever it is doing.
+	CutWithin time.Duration
+
+	// Seed seeds the random draws of CutRandom and CutWithin: a proxy with
+	// the same Seed cuts its n-th connection at the same point.
+	Seed uint64
+
+	// StallAfter and StallFor stall each connection, both directions,
+	// once it has been open for StallAfter: nothing is forwarded for
+	// StallFor, or for ever if StallFor is 0 (a half-open link: both ends
+	// keep their sockets, nothing arrives). Data is queued as with
+	// Proxy.Stall. StallAfter 0 with StallFor 0 means no stall.
+	StallAfter time.Duration
+	StallFor   time.Duration
 }
+
+// stalls reports whether c asks for a per-connection stall.
+func (c *Config) stalls() bool { return c.StallAfter > 0 || c.StallFor > 0 }
 
 // queueLimit returns the effective queue bound of c.
 func (c *Config) queueLimit() int64 {
@@ -140,7 +167,7 @@ type Stats struct {
 	Down   int64 // bytes delivered from the target to clients
 	Conns  int64 // connections accepted
 	Active int64 // connections open now
-	Cuts   int64 // connections cut by Config.CutAfter
+	Cuts   int64 // connections cut by Config.CutAfter, CutRandom or CutWithin
 }
 
 // Proxy is a TCP proxy that emulates a WAN link. Create it with Listen or
@@ -158,6 +185,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	closed bool
+	rng    *rand.Rand    // draws cut points; guarded by mu
+	resume chan struct{} // closed by Resume; guarded by mu
 	wg     sync.WaitGroup
 
 	up, down, accepted, active, cuts atomic.Int64
@@ -187,8 +216,10 @@ func Serve(ln net.Listener, target string, cfg Config) *Proxy {
 		target: target,
 		epoch:  time.Now(),
 		conns:  make(map[*conn]struct{}),
+		resume: make(chan struct{}),
 	}
 	p.clock.init()
+	p.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.SetConfig(cfg)
 	p.wg.Add(1)
@@ -216,11 +247,14 @@ func (p *Proxy) SetConfig(cfg Config) {
 }
 
 // Stall stops forwarding data on all connections, existing and new, for d
-// from now. Data keeps arriving and is queued (up to the queue bound, then
+// from now; d < 0 stalls until Resume. Data keeps arriving and is queued (up to the queue bound, then
 // senders see backpressure); nothing is lost. When the stall ends, data whose
 // release time has passed is delivered at once. Calls do not add up: the
 // stall ends at the latest end asked for.
 func (p *Proxy) Stall(d time.Duration) {
+	if d < 0 {
+		d = 1 << 62
+	}
 	end := int64(time.Since(p.epoch) + d)
 	for {
 		old := p.stall.Load()
@@ -228,6 +262,22 @@ func (p *Proxy) Stall(d time.Duration) {
 			return
 		}
 	}
+}
+
+// Resume ends a stall at once.
+func (p *Proxy) Resume() {
+	p.stall.Store(int64(time.Since(p.epoch)))
+	p.mu.Lock()
+	close(p.resume)
+	p.resume = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// resumed returns a channel closed at the next Resume.
+func (p *Proxy) resumed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resume
 }
 
 // stallEnd returns when the current stall ends (a past time if none).
@@ -323,7 +373,8 @@ func (p *Proxy) handle(a net.Conn) {
 	}
 	tune(a)
 	tune(b)
-	c := &conn{p: p, a: a, b: b, done: make(chan struct{})}
+	c := &conn{p: p, a: a, b: b, done: make(chan struct{}), start: time.Now()}
+	cfg := p.cfg.Load()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -332,11 +383,24 @@ func (p *Proxy) handle(a net.Conn) {
 		return
 	}
 	p.conns[c] = struct{}{}
+	var cutUp, cutDown int64
+	var cutAt time.Duration
+	if cfg.CutRandom > 0 {
+		cutUp, cutDown = 1+p.rng.Int64N(cfg.CutRandom), 1+p.rng.Int64N(cfg.CutRandom)
+	}
+	if cfg.CutWithin > 0 {
+		cutAt = time.Duration(p.rng.Int64N(int64(cfg.CutWithin)))
+	}
 	p.mu.Unlock()
 	p.active.Add(1)
 
+	if cfg.CutWithin > 0 {
+		tm := time.AfterFunc(cutAt, c.cut)
+		defer tm.Stop()
+	}
 	up := newDir(c, a, b, &p.up)
 	down := newDir(c, b, a, &p.down)
+	up.cutRandom, down.cutRandom = cutUp, cutDown
 	c.wg.Add(4)
 	go up.read()
 	go up.write()

@@ -561,3 +561,125 @@ func BenchmarkPing(b *testing.B) {
 		io.ReadFull(c, msg)
 	}
 }
+
+func TestCutRandom(t *testing.T) {
+	// Each connection is cut after its own random count of bytes, the same
+	// for the same seed.
+	cuts := func(seed uint64) []int64 {
+		got := make(chan struct{}, 8)
+		addr := server(t, func(c net.Conn) {
+			io.Copy(io.Discard, c)
+			got <- struct{}{}
+		})
+		p := proxy(t, addr, Config{CutRandom: 200_000, Seed: seed})
+		var ns []int64
+		var up int64
+		for range 4 {
+			c := dial(t, p.Addr())
+			buf := make([]byte, 64<<10)
+			for range 100 {
+				if _, err := c.Write(buf); err != nil {
+					break
+				}
+			}
+			c.Close()
+			<-got
+			// The server may lose the last bytes to the RST; what the
+			// proxy forwarded is exact.
+			for p.Stats().Active > 0 {
+				time.Sleep(time.Millisecond)
+			}
+			ns = append(ns, p.Stats().Up-up)
+			up = p.Stats().Up
+		}
+		if s := p.Stats(); s.Cuts != 4 {
+			t.Errorf("stats %+v, want 4 cuts", s)
+		}
+		return ns
+	}
+	a, b, c := cuts(1), cuts(1), cuts(2)
+	t.Logf("bytes before the cut: seed 1 %v, again %v; seed 2 %v", a, b, c)
+	if !slices.Equal(a, b) {
+		t.Errorf("same seed cut at %v, then at %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 1 and 2 cut at the same points %v", a)
+	}
+	for _, n := range append(a, c...) {
+		if n < 1 || n > 200_000 {
+			t.Errorf("cut after %d bytes, want 1..200000", n)
+		}
+	}
+}
+
+func TestCutWithin(t *testing.T) {
+	addr := server(t, echo)
+	p := proxy(t, addr, Config{CutWithin: 200 * time.Millisecond, Seed: 7})
+	c := dial(t, p.Addr())
+	t0 := time.Now()
+	buf := make([]byte, 1)
+	var err error
+	for time.Since(t0) < 5*time.Second {
+		if _, err = c.Write(buf); err != nil {
+			break
+		}
+		if _, err = io.ReadFull(c, buf); err != nil {
+			break
+		}
+	}
+	el := time.Since(t0)
+	if err == nil || errors.Is(err, io.EOF) {
+		t.Fatalf("got %v after %v, want a connection reset", err, el)
+	}
+	if el > time.Second {
+		t.Errorf("cut after %v, want within 200ms", el)
+	}
+	if s := p.Stats(); s.Cuts != 1 {
+		t.Errorf("stats %+v, want 1 cut", s)
+	}
+}
+
+func TestStallPerConn(t *testing.T) {
+	// A connection stalled for ever stays open and silent; a new
+	// connection works until its own stall starts.
+	addr := server(t, echo)
+	p := proxy(t, addr, Config{StallAfter: 200 * time.Millisecond})
+	c := dial(t, p.Addr())
+	pings(t, c, 2)
+	time.Sleep(250 * time.Millisecond) // let the stall begin
+	c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := []byte{1}
+	if _, err := c.Write(buf); err != nil {
+		t.Fatalf("write into a stalled link: %v", err)
+	}
+	_, err := c.Read(buf)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read from a stalled link: %v, want a timeout", err)
+	}
+	c2 := dial(t, p.Addr())
+	pings(t, c2, 2)
+	if s := p.Stats(); s.Active != 2 {
+		t.Errorf("stats %+v, want both connections open", s)
+	}
+}
+
+func TestStallForeverResume(t *testing.T) {
+	addr := server(t, echo)
+	p := proxy(t, addr, Config{})
+	c := dial(t, p.Addr())
+	p.Stall(-1)
+	done := make(chan []time.Duration)
+	go func() { done <- pings(t, c, 1) }()
+	select {
+	case <-done:
+		t.Fatal("ping answered during a stall for ever")
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.Resume()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("ping not answered after Resume")
+	}
+}
