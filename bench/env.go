@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/sshd"
 )
 
 // env holds what a run set up, and undoes it: cleanup functions run in
@@ -60,44 +60,6 @@ func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// killTree kills pid and every process descended from it, by id.
-func killTree(pid int) {
-	if pid <= 0 {
-		return
-	}
-	pids := []int{pid}
-	children := make(map[int][]int)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	for i := 0; i < len(pids); i++ {
-		pids = append(pids, children[pids[i]]...)
-	}
-	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
-}
-
 // stopCmd ends a started command: SIGTERM, then SIGKILL to it and its
 // descendants, and reaps it.
 func stopCmd(c *exec.Cmd, done <-chan struct{}) {
@@ -109,7 +71,7 @@ func stopCmd(c *exec.Cmd, done <-chan struct{}) {
 	case <-done:
 	case <-time.After(3 * time.Second):
 	}
-	killTree(c.Process.Pid)
+	sshd.KillTree(c.Process.Pid)
 	select {
 	case <-done:
 	case <-time.After(3 * time.Second):
@@ -151,16 +113,6 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.TrimSpace(s.b.String())
-}
-
-// freePort returns a TCP port on loopback that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // scratch makes the temporary directory and the copy of the tree:
@@ -236,93 +188,18 @@ func checkTools() error {
 	return nil
 }
 
-// sshd starts a private sshd on loopback for root, with its own host key
-// and an authorized_keys holding a fresh key, and returns its port and the
-// client's private key file.
+// sshd starts a private sshd on loopback (package sshd) with its keys in
+// sshDir, and returns its port and the client's private key file.
 func (e *env) sshd(ctx context.Context, sshDir string) (port int, key string, err error) {
 	if err := checkTools(); err != nil {
 		return 0, "", err
 	}
-	hostKey := filepath.Join(sshDir, "host_ed25519")
-	key = filepath.Join(sshDir, "id_ed25519")
-	for _, k := range []string{hostKey, key} {
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "zxbench", "-f", k).CombinedOutput(); err != nil {
-			return 0, "", fmt.Errorf("ssh-keygen: %v: %s", err, out)
-		}
-	}
-	pub, err := os.ReadFile(key + ".pub")
+	s, err := sshd.Start(ctx, sshDir)
 	if err != nil {
 		return 0, "", err
 	}
-	auth := filepath.Join(sshDir, "authorized_keys")
-	if err := os.WriteFile(auth, pub, 0o600); err != nil {
-		return 0, "", err
-	}
-	// sshd refuses to start without its privilege separation directory,
-	// which the package's service unit normally creates.
-	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
-		if err := os.MkdirAll("/run/sshd", 0o755); err == nil {
-			e.onCleanup(func() { os.Remove("/run/sshd") })
-		}
-	}
-	sftp := "internal-sftp"
-	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
-		if _, err := os.Stat(p); err == nil {
-			sftp = p
-			break
-		}
-	}
-	if port, err = freePort(); err != nil {
-		return 0, "", err
-	}
-	conf := filepath.Join(sshDir, "sshd_config")
-	text := fmt.Sprintf(`Port %d
-ListenAddress 127.0.0.1
-HostKey %s
-AuthorizedKeysFile %s
-PidFile none
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-UseDNS no
-StrictModes no
-LogLevel ERROR
-Subsystem sftp %s
-`, port, hostKey, auth, sftp)
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		return 0, "", err
-	}
-	if out, err := exec.Command("/usr/sbin/sshd", "-t", "-f", conf).CombinedOutput(); err != nil {
-		return 0, "", fmt.Errorf("sshd -t: %v: %s", err, out)
-	}
-	_, done, errBuf, err := e.start("/usr/sbin/sshd", "-D", "-e", "-f", conf)
-	if err != nil {
-		return 0, "", fmt.Errorf("starting sshd: %v", err)
-	}
-	// Wait until it answers with its banner.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-done:
-			return 0, "", fmt.Errorf("sshd exited: %s", errBuf)
-		default:
-		}
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "SSH-") {
-				return port, key, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, "", fmt.Errorf("sshd did not come up on port %d: %s", port, errBuf)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.onCleanup(func() { s.Close() })
+	return s.Port, s.ClientKey, nil
 }
 
 // mount is an sshfs mount.
@@ -433,7 +310,7 @@ func runCmd(ctx context.Context, capd time.Duration, ok []int, name string, args
 	defer cancel()
 	c := exec.CommandContext(cctx, name, args...)
 	c.SysProcAttr = procAttr()
-	c.Cancel = func() error { killTree(c.Process.Pid); return nil }
+	c.Cancel = func() error { sshd.KillTree(c.Process.Pid); return nil }
 	c.WaitDelay = 10 * time.Second
 	var errBuf syncBuf
 	c.Stderr = &errBuf

@@ -16,6 +16,7 @@ type commonFlags struct {
 	json    bool
 	stats   bool
 	timeout time.Duration
+	ssh     sshFlags
 }
 
 // register adds the common flags to fs.
@@ -23,6 +24,7 @@ func (o *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print machine-readable output: one JSON object per line (NDJSON)")
 	fs.BoolVar(&o.stats, "stats", false, "print round trips waited for, bytes in and out, and elapsed time to stderr")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long, e.g. 30s (default: no limit)")
+	o.ssh.register(fs)
 }
 
 // newFlagSet returns an empty flag set for c whose errors are reported by

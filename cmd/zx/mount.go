@@ -22,7 +22,7 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--coherency D] [--debug] zx://HOST[:PORT]/PATH MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--coherency D] [--debug] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
@@ -32,7 +32,9 @@ func mountCommand() command {
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
 			"coherency=D, debug; rw, defaults, auto, noauto, user, nofail and _netdev are accepted " +
-			"and ignored. docs/cache.md states the guarantees.",
+			"and ignored. docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
+			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
+			"on the host, and mounts the tree it serves.",
 		example: "zx mount zx://127.0.0.1/src /mnt/src && ls -l /mnt/src",
 		run:     runMount,
 	}
@@ -42,6 +44,7 @@ type mountOptions struct {
 	foreground bool
 	debug      bool
 	coherency  time.Duration
+	ssh        sshFlags
 	mo         mount.Options
 }
 
@@ -80,6 +83,7 @@ func runMount(args []string) int {
 	opts := fs.String("o", "", "mount options, comma-separated (see above)")
 	fs.DurationVar(&o.coherency, "coherency", time.Second, "how stale cached metadata may be when the server cannot push change notices")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
+	o.ssh.register(fs)
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
@@ -154,10 +158,10 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, err := client.Dial(dctx, loc.Addr, client.Options{})
+	conn, err := dial(dctx, loc, o.ssh, client.Options{})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "zx mount: %v\n", dialError(loc.Addr, err))
+		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
 		return exitFail
 	}
 	defer conn.Close()

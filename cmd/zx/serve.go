@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,7 +25,7 @@ const defaultTree = "main"
 func serveCommand() command {
 	return command{
 		name:    "serve",
-		args:    "[--listen ADDR] [--tree NAME=DIR]... [--ro] [--log-level LEVEL] [DIR]",
+		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--ro] [--log-level LEVEL] [DIR]",
 		summary: "export local directories",
 		help: "Serve exports the directory DIR (default: the current directory) as the server's default tree, " +
 			"\"" + defaultTree + "\", and each --tree NAME=DIR as the tree NAME (zx://HOST/@NAME/PATH). " +
@@ -32,7 +33,9 @@ func serveCommand() command {
 			"Until this build has TLS and client keys, it listens on loopback addresses only: " +
 			"reach it from other machines through ssh port forwarding. " +
 			"When it is ready it prints \"zx: serving DIR at zx://ADDR/\" to stderr. " +
-			"SIGINT or SIGTERM stop it gracefully: requests in flight get up to 10 seconds to finish.",
+			"SIGINT or SIGTERM stop it gracefully: requests in flight get up to 10 seconds to finish. " +
+			"With --stdio it serves one connection on its standard input and output instead, and exits when " +
+			"that ends: ssh://HOST/DIR locations run \"zx serve --stdio DIR\" on HOST through ssh.",
 		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs",
 		run:     runServe,
 	}
@@ -43,6 +46,7 @@ func runServe(args []string) int {
 	fs := newFlagSet(c)
 	listen := fs.String("listen", "127.0.0.1:"+server.DefaultPort, "address to listen on (loopback only)")
 	ro := fs.Bool("ro", false, "export every tree read-only")
+	stdio := fs.Bool("stdio", false, "serve one connection on standard input and output (what ssh:// locations run), then exit")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	trees := map[string]string{}
 	var order []string
@@ -82,7 +86,13 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "zx serve: "+format+"\n", a...)
 		return exitFail
 	}
-	if err := checkLoopback(*listen); err != nil {
+	if *stdio {
+		listenSet := false
+		fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
+		if listenSet {
+			return usageError(c, "--stdio and --listen exclude each other")
+		}
+	} else if err := checkLoopback(*listen); err != nil {
 		return fail("%v", err)
 	}
 	exported := make(map[string]zx.Tree)
@@ -109,6 +119,9 @@ func runServe(args []string) int {
 	srv, err := server.New(exported, defaultTree, server.Config{Logger: log})
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *stdio {
+		return serveStdio(srv, log)
 	}
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -131,8 +131,8 @@ func (s *session) fail(err error) int {
 func (s *session) parse(arg string) (client.Location, error) {
 	loc, err := client.ParseLocation(arg)
 	if err != nil {
-		if !strings.HasPrefix(arg, "zx://") {
-			return loc, fmt.Errorf("%q is not a zx:// location (zx://HOST[:PORT]/PATH)", arg)
+		if !strings.HasPrefix(arg, "zx://") && !strings.HasPrefix(arg, "ssh://") {
+			return loc, fmt.Errorf("%q is not a zx:// or ssh:// location (zx://HOST[:PORT]/PATH or ssh://[USER@]HOST[:PORT]/DIR)", arg)
 		}
 		return loc, err
 	}
@@ -146,9 +146,9 @@ func (s *session) tree(loc client.Location) (*client.Tree, error) {
 	c, ok := s.conns[loc.Addr]
 	if !ok {
 		var err error
-		c, err = client.Dial(s.ctx, loc.Addr, client.Options{})
+		c, err = dial(s.ctx, loc, s.opts.ssh, client.Options{})
 		if err != nil {
-			return nil, dialError(loc.Addr, err)
+			return nil, err
 		}
 		s.conns[loc.Addr] = c
 	}
