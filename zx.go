@@ -119,6 +119,47 @@ type Watcher interface {
 	Watch(ctx context.Context, path string) <-chan Event
 }
 
+// Linker is implemented by trees that can give a file more than one name
+// (hard links).
+type Linker interface {
+	// Link makes newpath another name for the entry at oldpath, which must
+	// not be a directory (ErrNotPermit). newpath must not exist
+	// (ErrExist); its parent must be a directory. Both names then share
+	// one "ino", and "nlink" counts them. The reply holds the entry at
+	// newpath.
+	Link(ctx context.Context, oldpath, newpath string) <-chan Reply
+}
+
+// Link calls t's Link, or fails with ErrNotSupp when t cannot link.
+func Link(ctx context.Context, t Tree, oldpath, newpath string) <-chan Reply {
+	if l, ok := t.(Linker); ok {
+		return l.Link(ctx, oldpath, newpath)
+	}
+	c := make(chan Reply, 1)
+	c <- Reply{Err: E(ErrNotSupp, "link", oldpath, "the tree cannot make hard links")}
+	close(c)
+	return c
+}
+
+// StatFSer is implemented by trees that can say how much room they have.
+type StatFSer interface {
+	// StatFS describes the file system holding path, as attributes
+	// (decimal): "bsize" (bytes per block), "blocks", "bfree", "bavail"
+	// (free for unprivileged users), "files", "ffree".
+	StatFS(ctx context.Context, path string) <-chan Reply
+}
+
+// StatFS calls t's StatFS, or fails with ErrNotSupp when t has none.
+func StatFS(ctx context.Context, t Tree, path string) <-chan Reply {
+	if s, ok := t.(StatFSer); ok {
+		return s.StatFS(ctx, path)
+	}
+	c := make(chan Reply, 1)
+	c <- Reply{Err: E(ErrNotSupp, "statfs", path, "the tree cannot tell its size")}
+	close(c)
+	return c
+}
+
 // Reply is the single value of a Stat, Put or Wstat.
 type Reply struct {
 	Dir Dir

@@ -246,7 +246,9 @@ func (c *Cache) valid(at time.Time, watched bool) bool {
 	return c.opts.Coherency > 0 && time.Since(at) < c.opts.Coherency
 }
 
-func (c *Cache) validEntry(e *entry) bool { return e != nil && !e.stale && c.valid(e.at, e.watched) }
+func (c *Cache) validEntry(e *entry) bool {
+	return e != nil && !e.stale && !shared(e.d) && c.valid(e.at, e.watched)
+}
 
 // listed returns the complete listing of dir p, if valid: every child's
 // entry is present and valid.

@@ -133,9 +133,11 @@ type Tree struct {
 }
 
 var (
-	_ zx.Tree    = (*Tree)(nil)
-	_ zx.Finder  = (*Tree)(nil)
-	_ zx.Watcher = (*Tree)(nil)
+	_ zx.Tree     = (*Tree)(nil)
+	_ zx.Finder   = (*Tree)(nil)
+	_ zx.Watcher  = (*Tree)(nil)
+	_ zx.Linker   = (*Tree)(nil)
+	_ zx.StatFSer = (*Tree)(nil)
 )
 
 // Conn returns the tree's connection.
@@ -390,6 +392,16 @@ func sendData(ctx context.Context, st *mux.Stream, data io.Reader) error {
 // Move implements zx.Tree.
 func (t *Tree) Move(ctx context.Context, from, to string) <-chan error {
 	return t.status(ctx, &proto.Request{Op: proto.OpMove, Tree: t.name, Path: from, To: to})
+}
+
+// Link implements zx.Linker.
+func (t *Tree) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Reply {
+	return t.call(ctx, &proto.Request{Op: proto.OpLink, Tree: t.name, Path: oldpath, To: newpath})
+}
+
+// StatFS implements zx.StatFSer.
+func (t *Tree) StatFS(ctx context.Context, path string) <-chan zx.Reply {
+	return t.call(ctx, &proto.Request{Op: proto.OpStatFS, Tree: t.name, Path: path})
 }
 
 // Remove implements zx.Tree.

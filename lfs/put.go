@@ -16,8 +16,10 @@ import (
 //
 // A Put that creates a regular file, or sets its "size" to 0, builds the
 // new file aside (see the package comment) and renames it into place when
-// all data is in; it replaces the file's inode, so other hard links to the
-// old file keep the old contents. Any other Put to a file writes in place.
+// all data is in; it replaces the file's inode. A file with other names
+// (hard links) is the exception: it is truncated and written in place, as
+// open(2) with O_TRUNC would, so that all its names keep seeing one file.
+// Any other Put to a file writes in place.
 // New files get mode 0644 and new directories 0755 unless d says otherwise,
 // whatever the umask. Put of a symbolic link (type "l", "target") ignores
 // "mode", as links have none, and fails with ErrExist if a link with
@@ -104,7 +106,9 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		}
 	}
 	if typ == zx.TypeFile {
-		if !exists || a.size == 0 {
+		// A file with other names (hard links) is truncated in place, as
+		// open(O_TRUNC) does: replacing it would split it from them.
+		if !exists || a.size == 0 && st.Nlink <= 1 {
 			return f.replace(ctx, pd.fd, name, p, a, exists, &st, off, data)
 		}
 		return f.update(ctx, pd.fd, name, p, a, &st, off, data)

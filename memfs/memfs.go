@@ -91,6 +91,7 @@ type node struct {
 	mtime, atime int64
 	ctime        int64
 	ino          uint64
+	nlink        int               // names of a non-directory, less one
 	target       string            // links
 	rdev         string            // devices
 	user         map[string]string // user attributes
@@ -152,7 +153,7 @@ func (n *node) dir(p string) zx.Dir {
 	d[zx.AGid] = n.gid
 	d[zx.AIno] = strconv.FormatUint(n.ino, 10)
 	d.SetInt(zx.ASize, n.size())
-	nlink := 1
+	nlink := 1 + n.nlink
 	switch n.typ {
 	case zx.TypeDir:
 		nlink = 2

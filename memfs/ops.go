@@ -271,7 +271,9 @@ func (fs *FS) put(ctx context.Context, p string, d zx.Dir, off int64, r io.Reade
 		parent.mtime, parent.ctime = t, t
 		ev = zx.Created
 	} else {
+		nlink := old.nlink // links made or removed meanwhile count
 		*old = *nn
+		old.nlink = nlink
 		nn = old
 	}
 	nd := nn.dir(p)
@@ -492,6 +494,9 @@ func (fs *FS) move(from, to string) error {
 	if zx.HasPrefix(from, to) {
 		return zx.E(zx.ErrNotEmpty, "move", to, "")
 	}
+	if tn == fn {
+		return nil // two names of one file: rename(2) does nothing
+	}
 	if tn != nil {
 		switch {
 		case tn.typ == zx.TypeDir && fn.typ != zx.TypeDir:
@@ -505,6 +510,9 @@ func (fs *FS) move(from, to string) error {
 	_, fname := split(from)
 	_, tname := split(to)
 	t := now()
+	if tn != nil {
+		unlinked(tn)
+	}
 	delete(fp.children, fname)
 	tp.children[tname] = fn
 	fp.mtime, fp.ctime = t, t
@@ -557,8 +565,10 @@ func (fs *FS) remove(ctx context.Context, op, p string, all bool) <-chan error {
 		}
 		_, name := split(p)
 		delete(parent.children, name)
+		unlinked(n)
 		t := now()
 		parent.mtime, parent.ctime = t, t
+		n.ctime = t
 		fs.notifyRemove(p, n)
 		c <- nil
 	}()

@@ -73,6 +73,10 @@ type FS struct {
 	nextIno uint64
 	negs    map[negKey]bool
 
+	sfmu sync.Mutex // guards sf, sfAt
+	sf   zx.Dir
+	sfAt time.Time
+
 	invalq   chan inv
 	invalOvf chan struct{}
 	done     chan struct{}
@@ -243,6 +247,23 @@ func (m *FS) timeout() time.Duration {
 		return m.opts.Long
 	}
 	return max(m.opts.Coherency, 0)
+}
+
+// statfs returns the tree's StatFS, at most a second old.
+func (m *FS) statfs(ctx context.Context) (zx.Dir, error) {
+	m.sfmu.Lock()
+	defer m.sfmu.Unlock()
+	if m.sf != nil && time.Since(m.sfAt) < time.Second {
+		return m.sf, nil
+	}
+	rctx, cancel := m.rctx(ctx)
+	defer cancel()
+	r := <-zx.StatFS(rctx, m.t, "/")
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	m.sf, m.sfAt = r.Dir, time.Now()
+	return r.Dir, nil
 }
 
 // ino returns the local inode number for entry d at path p.

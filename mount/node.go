@@ -333,9 +333,30 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return []byte(d[zx.ATarget]), 0
 }
 
-// Link implements fs.NodeLinker: zx has no request for hard links yet.
+// Link implements fs.NodeLinker with the tree's Link (zx.Linker); trees
+// that cannot link give ENOTSUP.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.ENOTSUP
+	if e := n.m.ro(); e != 0 {
+		return nil, e
+	}
+	if len(name) > zx.MaxName {
+		return nil, syscall.ENAMETOOLONG
+	}
+	if tn, ok := target.(*node); ok {
+		// Its data must be on the server before it gets a second name.
+		if e := tn.flushAll(ctx); e != 0 {
+			return nil, e
+		}
+	}
+	from := "/" + target.EmbeddedInode().Path(n.m.root.EmbeddedInode())
+	p := join(n.path(), name)
+	rctx, cancel := n.m.rctx(ctx)
+	defer cancel()
+	r := <-zx.Link(rctx, n.m.t, from, p)
+	if r.Err != nil {
+		return nil, errno(r.Err)
+	}
+	return n.newChild(ctx, r.Dir, p, out), 0
 }
 
 func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
@@ -376,9 +397,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if len(newName) > zx.MaxName {
 		return syscall.ENAMETOOLONG
 	}
-	const noReplace, exchange = 1, 2
-	if flags&exchange != 0 {
-		return syscall.ENOTSUP
+	const noReplace = 1
+	if flags&^noReplace != 0 {
+		// RENAME_EXCHANGE and RENAME_WHITEOUT: zx cannot do them
+		// atomically; EINVAL is what rename(2) says for flags a file
+		// system does not support.
+		return syscall.EINVAL
 	}
 	from := join(n.path(), name)
 	to := join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
@@ -396,9 +420,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	return errno(<-n.m.t.Move(rctx, from, to))
 }
 
-// Statfs implements fs.NodeStatfser with fixed, roomy values: zx has no
-// request for them.
+// Statfs implements fs.NodeStatfser with the tree's numbers (zx.StatFSer),
+// asked at most once a second, or fixed, roomy ones for a tree that has
+// none.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	d, err := n.m.statfs(ctx)
+	if err != nil && zx.KindOf(err) != zx.ErrNotSupp {
+		return errno(err)
+	}
 	const bs = 4096
 	out.Bsize = bs
 	out.Frsize = bs
@@ -408,6 +437,15 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Files = 1 << 30
 	out.Ffree = 1 << 29
 	out.NameLen = zx.MaxName
+	if err == nil && d.Int("bsize") > 0 {
+		out.Bsize = uint32(d.Int("bsize"))
+		out.Frsize = out.Bsize
+		out.Blocks = uint64(d.Int("blocks"))
+		out.Bfree = uint64(d.Int("bfree"))
+		out.Bavail = uint64(d.Int("bavail"))
+		out.Files = uint64(d.Int("files"))
+		out.Ffree = uint64(d.Int("ffree"))
+	}
 	return 0
 }
 

@@ -122,6 +122,7 @@ func TestMalformed(t *testing.T) {
 		{"get bad varint", "Request", cat([]byte{OpGet}, s(""), s("/f"), overflow, uv(0))},
 		{"get missing count", "Request", cat([]byte{OpGet}, s(""), s("/f"), uv(0))},
 		{"move missing to", "Request", cat([]byte{OpMove}, s(""), s("/a"))},
+		{"link missing to", "Request", cat([]byte{OpLink}, s(""), s("/a"))},
 		{"put missing off", "Request", cat([]byte{OpPut}, s(""), s("/a"), AppendDir(nil, zx.Dir{"a": "b"}))},
 		{"put duplicate attribute", "Request", cat([]byte{OpPut}, s(""), s("/a"), uv(2), s("k"), s("1"), s("k"), s("2"), uv(0))},
 		{"wstat empty attribute name", "Request", cat([]byte{OpWstat}, s(""), s("/a"), uv(1), s(""), s("v"))},

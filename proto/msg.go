@@ -21,10 +21,12 @@ const (
 	OpFind      = 9
 	OpFindGet   = 10
 	OpWatch     = 11
-	maxOp       = OpWatch
+	OpLink      = 12
+	OpStatFS    = 13
+	maxOp       = OpStatFS
 )
 
-var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch"}
+var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs"}
 
 // OpName returns the name of a request operation.
 func OpName(op uint8) string {
@@ -203,7 +205,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	case OpPut:
 		e.dir(r.Dir)
 		e.varint(r.Off)
-	case OpMove:
+	case OpMove, OpLink:
 		e.str(r.To)
 	case OpWstat:
 		e.dir(r.Dir)
@@ -232,7 +234,7 @@ func ParseRequest(b []byte) (*Request, error) {
 	case OpPut:
 		r.Dir = d.dir()
 		r.Off = d.varint()
-	case OpMove:
+	case OpMove, OpLink:
 		r.To = d.str()
 	case OpWstat:
 		r.Dir = d.dir()

@@ -52,7 +52,7 @@ func carried(r Request) Request {
 		w.Off, w.Count = r.Off, r.Count
 	case OpPut:
 		w.Dir, w.Off = r.Dir, r.Off
-	case OpMove:
+	case OpMove, OpLink:
 		w.To = r.To
 	case OpWstat:
 		w.Dir = r.Dir
@@ -100,6 +100,8 @@ var requestTests = []struct {
 	{"move", Request{Op: OpMove, Path: "/a", To: "/b"}},
 	{"move empty", Request{Op: OpMove}},
 	{"move unicode", Request{Op: OpMove, Tree: "τ", Path: "/α", To: "/β/γ"}},
+	{"link", Request{Op: OpLink, Path: "/a", To: "/b/c"}},
+	{"statfs", Request{Op: OpStatFS, Tree: "t", Path: "/"}},
 	{"remove", Request{Op: OpRemove, Path: "/a"}},
 	{"removeall", Request{Op: OpRemoveAll, Tree: "t", Path: "/a/b/c"}},
 	{"wstat nil", Request{Op: OpWstat, Path: "/a"}},
@@ -181,7 +183,7 @@ func TestOpName(t *testing.T) {
 	want := map[uint8]string{
 		OpAttach: "attach", OpStat: "stat", OpGet: "get", OpPut: "put", OpMove: "move",
 		OpRemove: "remove", OpRemoveAll: "removeall", OpWstat: "wstat", OpFind: "find",
-		OpFindGet: "findget", OpWatch: "watch", 0: "", 12: "op12", 255: "op255",
+		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", 0: "", 14: "op14", 255: "op255",
 	}
 	for op, name := range want {
 		if got := OpName(op); got != name {

@@ -265,7 +265,7 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	t, err := c.tree(req.Tree)
 	if err == nil {
 		req.Path, err = zx.CleanPath(req.Path)
-		if err == nil && req.Op == proto.OpMove {
+		if err == nil && (req.Op == proto.OpMove || req.Op == proto.OpLink) {
 			req.To, err = zx.CleanPath(req.To)
 		}
 	}
@@ -288,6 +288,10 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 		go c.reply(st, t.Put(ctx, req.Path, req.Dir, req.Off, data))
 	case proto.OpMove:
 		go c.status(st, t.Move(ctx, req.Path, req.To))
+	case proto.OpLink:
+		go c.reply(st, zx.Link(ctx, t, req.Path, req.To))
+	case proto.OpStatFS:
+		go c.reply(st, zx.StatFS(ctx, t, req.Path))
 	case proto.OpRemove:
 		go c.status(st, t.Remove(ctx, req.Path))
 	case proto.OpRemoveAll:

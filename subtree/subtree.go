@@ -18,9 +18,11 @@ type Tree struct {
 }
 
 var (
-	_ zx.Tree    = (*Tree)(nil)
-	_ zx.Finder  = (*Tree)(nil)
-	_ zx.Watcher = (*Tree)(nil)
+	_ zx.Tree     = (*Tree)(nil)
+	_ zx.Finder   = (*Tree)(nil)
+	_ zx.Watcher  = (*Tree)(nil)
+	_ zx.Linker   = (*Tree)(nil)
+	_ zx.StatFSer = (*Tree)(nil)
 )
 
 // New returns the subtree of t at prefix; for "/" it returns t itself.
@@ -102,6 +104,16 @@ func (t *Tree) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.R
 // Move implements zx.Tree.
 func (t *Tree) Move(ctx context.Context, from, to string) <-chan error {
 	return t.T.Move(ctx, t.real(from), t.real(to))
+}
+
+// Link implements zx.Linker.
+func (t *Tree) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Reply {
+	return t.reply(zx.Link(ctx, t.T, t.real(oldpath), t.real(newpath)))
+}
+
+// StatFS implements zx.StatFSer.
+func (t *Tree) StatFS(ctx context.Context, p string) <-chan zx.Reply {
+	return zx.StatFS(ctx, t.T, t.real(p))
 }
 
 // Remove implements zx.Tree.
