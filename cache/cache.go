@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // Inval says what an invalidation concerns.
@@ -101,6 +102,8 @@ type Cache struct {
 
 	cbmu    sync.Mutex
 	onInval func(string, Inval)
+
+	ctlFlags *ctl.Flags // see ctl.go
 }
 
 // entry is what the cache knows about a path.
@@ -174,6 +177,7 @@ func New(remote zx.Tree, opts Options) *Cache {
 		ready:     make(chan struct{}),
 		recsMin:   1,
 		onInval:   opts.OnInvalidate,
+		ctlFlags:  ctl.NewFlags("debug"),
 	}
 	w, ok := remote.(zx.Watcher)
 	if !ok || opts.NoWatch {
@@ -473,6 +477,9 @@ func notExist(op, p string) error { return zx.E(zx.ErrNotExist, op, p, "") }
 // and lacks the name. Otherwise the remote is asked and, unless
 // Options.NoPrefetch, the parent is listed in the same round trip.
 func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
+	if ctl.Is(p) {
+		return c.ctlFile().Stat(ctx)
+	}
 	cp, err := zx.CleanPath(p)
 	if err != nil {
 		return replyc(zx.Reply{Err: zx.Errorf("stat", p, err)})
@@ -625,6 +632,9 @@ func join(dir, name string) string {
 // Options.MaxFileCache are served from the cache when valid; a whole
 // listing or a small file is fetched whole, in one request, and cached.
 func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.Item {
+	if ctl.Is(p) {
+		return c.ctlFile().Get(ctx, off, count)
+	}
 	cp, err := zx.CleanPath(p)
 	if err != nil || off < 0 {
 		return c.remote.Get(ctx, p, off, count)
@@ -934,6 +944,9 @@ func overlapsAny(a, b []string) bool {
 // Put implements zx.Tree: it goes through, and the entry in its reply
 // (the final attributes) is cached.
 func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	if ctl.Is(p) {
+		return c.ctlFile().Put(ctx, d, off, data)
+	}
 	cp, err := zx.CleanPath(p)
 	if err != nil {
 		return c.remote.Put(ctx, p, d, off, data)

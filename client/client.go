@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/url"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/proto"
 )
@@ -42,6 +44,11 @@ type Options struct {
 type Conn struct {
 	mc   *mux.Conn
 	addr string
+
+	// For the control file (see ctl.go).
+	since time.Time
+	reqs  ctl.Counts
+	flags *ctl.Flags
 }
 
 // Dial connects to a server at addr (host:port).
@@ -86,7 +93,7 @@ func tuneTCP(nc net.Conn) {
 
 // NewConn runs the client protocol over an established connection.
 func NewConn(nc net.Conn, opts Options) *Conn {
-	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String()}
+	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String(), since: time.Now(), flags: ctl.NewFlags("debug")}
 }
 
 // Close closes the connection; requests in flight fail.
@@ -130,6 +137,7 @@ func (c *Conn) Attach(ctx context.Context, name string) (*Tree, error) {
 type Tree struct {
 	c    *Conn
 	name string
+	raw  bool // /Ctl is the server's: the client's own control file is above
 }
 
 var (
@@ -148,6 +156,10 @@ func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags
 		// Not sent at all, so certainly not applied. (A request cancelled
 		// once sent may or may not have taken effect.)
 		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)
+	}
+	t.c.reqs.Add(proto.OpName(req.Op))
+	if t.c.flags.On("debug") {
+		log.Printf("zx client: %s %s %s", t.c.addr, proto.OpName(req.Op), req.Path)
 	}
 	st, err := t.c.mc.Open(ctx, proto.AppendRequest(nil, req), flags)
 	if err != nil {
@@ -316,17 +328,26 @@ func lastElem(p string) string {
 
 // Stat implements zx.Tree.
 func (t *Tree) Stat(ctx context.Context, path string) <-chan zx.Reply {
+	if t.local(path) {
+		return t.ctlFile().Stat(ctx)
+	}
 	return t.call(ctx, &proto.Request{Op: proto.OpStat, Tree: t.name, Path: path})
 }
 
 // Get implements zx.Tree.
 func (t *Tree) Get(ctx context.Context, path string, off, count int64) <-chan zx.Item {
+	if t.local(path) {
+		return t.ctlFile().Get(ctx, off, count)
+	}
 	return t.stream(ctx, &proto.Request{Op: proto.OpGet, Tree: t.name, Path: path, Off: off, Count: count}, 0)
 }
 
 // Put implements zx.Tree. Data is read and sent in the background while
 // the server writes it.
 func (t *Tree) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	if t.local(path) {
+		return t.ctlFile().Put(ctx, d, off, data)
+	}
 	req := &proto.Request{Op: proto.OpPut, Tree: t.name, Path: path, Dir: d, Off: off}
 	if data == nil {
 		return t.call(ctx, req)
@@ -421,11 +442,17 @@ func (t *Tree) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply
 
 // Find implements zx.Finder: one request, however large the tree.
 func (t *Tree) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	if t.local(path) {
+		return t.ctlFile().Find(ctx, pred, spref, dpref, depth0)
+	}
 	return t.stream(ctx, &proto.Request{Op: proto.OpFind, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
 }
 
 // FindGet implements zx.Finder.
 func (t *Tree) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	if t.local(path) {
+		return t.ctlFile().Find(ctx, pred, spref, dpref, depth0)
+	}
 	return t.stream(ctx, &proto.Request{Op: proto.OpFindGet, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
 }
 

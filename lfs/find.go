@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/pred"
 )
 
@@ -27,6 +28,9 @@ func (f *FS) FindGet(ctx context.Context, path, pred, spref, dpref string, depth
 }
 
 func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+	if ctl.Is(fpath) {
+		return f.ctl.Find(ctx, pr, spref, dpref, depth0)
+	}
 	p, err := f.check(opn, fpath, false)
 	if err != nil {
 		return items(err)

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // chunk is the largest Data in one Item.
@@ -15,6 +16,9 @@ const chunk = 128 << 10
 // directory. The Data slices sent belong to the receiver. Get of a symbolic
 // link, or of a fifo, socket or device, fails with zx.ErrInvalid.
 func (f *FS) Get(ctx context.Context, path string, off, count int64) <-chan zx.Item {
+	if ctl.Is(path) {
+		return f.ctl.Get(ctx, off, count)
+	}
 	p, err := f.check("get", path, false)
 	if err != nil {
 		return items(err)

@@ -66,14 +66,17 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/order"
 )
 
@@ -105,6 +108,13 @@ type FS struct {
 
 	mu  sync.Mutex // guards hub and nwatch
 	hub *hub
+
+	// The control file (see ctl.go).
+	ctl   ctl.File
+	reqs  ctl.Counts
+	flags *ctl.Flags
+	name  string
+	since time.Time
 }
 
 var (
@@ -124,7 +134,9 @@ func New(dir string, opts Options) (*FS, error) {
 		root.Close()
 		return nil, err
 	}
-	f := &FS{opts: opts, root: root, rootf: rf, rootfd: int(rf.Fd())}
+	f := &FS{opts: opts, root: root, rootf: rf, rootfd: int(rf.Fd()),
+		flags: ctl.NewFlags("debug"), name: filepath.Base(dir), since: time.Now()}
+	f.ctl.C = f
 	var st unix.Stat_t
 	if unix.Stat("/proc/self/fd/"+strconv.Itoa(f.rootfd)+"/.", &st) == nil {
 		f.proc = "/proc/self/fd/"
@@ -162,6 +174,7 @@ func (f *FS) check(op, p string, write bool) (string, error) {
 	if f.closed.Load() {
 		return "", zx.E(zx.ErrIO, op, p, "tree closed")
 	}
+	f.reqs.Add(op)
 	if write && f.opts.ReadOnly {
 		return "", zx.E(zx.ErrReadOnly, op, p, "")
 	}

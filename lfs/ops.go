@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // reply returns a channel holding one reply.
@@ -42,6 +43,9 @@ func send(ctx context.Context, c chan<- zx.Item, it zx.Item) bool {
 
 // Stat returns the entry for path. For a symbolic link it is the link's.
 func (f *FS) Stat(ctx context.Context, path string) <-chan zx.Reply {
+	if ctl.Is(path) {
+		return f.ctl.Stat(ctx)
+	}
 	p, err := f.check("stat", path, false)
 	if err != nil {
 		return reply(nil, err)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // Put creates or updates path and writes data to it, as zx.Tree says.
@@ -26,6 +27,9 @@ import (
 // another target is there. Fifos, sockets and devices (with "rdev") are
 // made with mknodat; devices need privilege (ErrNotPermit otherwise).
 func (f *FS) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
+	if ctl.Is(path) {
+		return f.ctl.Put(ctx, d, off, data)
+	}
 	p, err := f.check("put", path, true)
 	if err != nil {
 		return reply(nil, err)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/ctl"
 )
 
 // Options configure a mount.
@@ -80,6 +81,9 @@ type FS struct {
 	invalq   chan inv
 	invalOvf chan struct{}
 	done     chan struct{}
+
+	since time.Time  // for the control file (see ctl.go)
+	flags *ctl.Flags // debug: log change notices and control commands
 }
 
 type negKey struct {
@@ -123,6 +127,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		dir: dir, t: t, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		inos: make(map[string]uint64), nextIno: 2, negs: make(map[negKey]bool),
 		invalq: make(chan inv, 8192), invalOvf: make(chan struct{}, 1), done: make(chan struct{}),
+		since: time.Now(), flags: ctl.NewFlags("debug"),
 	}
 	m.w, _ = t.(interface{ Watching() bool })
 
@@ -355,6 +360,9 @@ func (m *FS) fill(d zx.Dir, ino uint64, a *fuse.Attr) {
 // invalLoop, never blocking and never calling into the kernel from the
 // caller's goroutine (which may be serving a FUSE request).
 func (m *FS) invalidate(p string, what cache.Inval) {
+	if m.flags.On("debug") {
+		m.log.Info("mount: change notice", "path", p, "what", what)
+	}
 	select {
 	case m.invalq <- inv{path: p, what: what}:
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // node is a file, directory or other entry. Its path is where it hangs
@@ -100,6 +101,9 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if len(name) > zx.MaxName {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if name == ctl.Name && n == n.m.root {
+		return n.ctlLookup(ctx, out), 0
 	}
 	p := join(n.path(), name)
 	d, err := n.m.stat(ctx, p)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/pred"
 	"github.com/zxfs/zx/proto"
@@ -47,6 +48,12 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closing   bool
 	wg        sync.WaitGroup
+
+	// For the control file (see ctl.go).
+	since             time.Time
+	reqs              ctl.Counts
+	flags             *ctl.Flags
+	bytesIn, bytesOut int64 // of connections that ended; guarded by mu
 }
 
 // New returns a server for trees, keyed by name. Requests that name no tree
@@ -68,6 +75,8 @@ func New(trees map[string]zx.Tree, def string, cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		since:     time.Now(),
+		flags:     ctl.NewFlags("debug"),
 	}, nil
 }
 
@@ -124,7 +133,7 @@ func (s *Server) Serve(l net.Listener) error {
 
 // ServeConn serves one connection until it ends.
 func (s *Server) ServeConn(nc net.Conn) {
-	c := &conn{srv: s, mc: mux.Server(nc, s.cfg.Mux)}
+	c := &conn{srv: s, mc: mux.Server(nc, s.cfg.Mux), remote: nc.RemoteAddr().String(), since: time.Now()}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -140,6 +149,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.noteEnded(c.mc.Stats())
 	s.log.Info("connection ended", "remote", nc.RemoteAddr(), "err", c.mc.Err())
 }
 
@@ -189,6 +199,10 @@ type conn struct {
 	srv  *Server
 	mc   *mux.Conn
 	reqs sync.WaitGroup // requests in flight
+
+	remote string    // the client's address
+	since  time.Time // when it connected
+	user   string    // who it is, once authenticated ("" unknown)
 
 	mu       sync.Mutex
 	draining bool
@@ -271,6 +285,13 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	}
 	if err != nil {
 		go c.fail(st, zx.Errorf(op, req.Path, err))
+		return
+	}
+	c.srv.reqs.Add(op)
+	if c.srv.flags.On("debug") {
+		c.srv.log.Info("request", "remote", c.remote, "op", op, "tree", req.Tree, "path", req.Path)
+	}
+	if ctl.Is(req.Path) && c.ctlRequest(st, req, t) {
 		return
 	}
 	switch req.Op {

@@ -9,6 +9,7 @@ import (
 	"path"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
 )
 
 // Tree is the subtree of T at Prefix.
@@ -33,10 +34,14 @@ func New(t zx.Tree, prefix string) zx.Tree {
 	return &Tree{T: t, Prefix: prefix}
 }
 
-// real turns a path of the subtree into one of the whole tree. A path that
+// real turns a path of the subtree into one of the whole tree (but /Ctl,
+// the control file, is the whole tree's). A path that
 // is not clean is passed on as it is below the prefix, for the tree to
 // refuse: joining would clean away the "..".
 func (t *Tree) real(p string) string {
+	if ctl.Is(p) {
+		return ctl.Path // the control file is the whole tree's
+	}
 	if c, err := zx.CleanPath(p); err == nil {
 		return path.Join(t.Prefix, c)
 	}

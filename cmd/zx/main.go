@@ -36,7 +36,8 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), benchCommand(), demoCommand(), versionCommand(), helpCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(),
+		benchCommand(), demoCommand(), versionCommand(), helpCommand(),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/dump"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
 )
@@ -22,13 +23,18 @@ import (
 // defaultTree is the name of the tree zx serve exports DIR as.
 const defaultTree = "main"
 
+// dumpTree is the name of the tree zx serve --dump exports a store as.
+const dumpTree = "dump"
+
 func serveCommand() command {
 	return command{
 		name:    "serve",
-		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--ro] [--log-level LEVEL] [DIR]",
+		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--dump STORE] [--ro] [--log-level LEVEL] [DIR]",
 		summary: "export local directories",
 		help: "Serve exports the directory DIR (default: the current directory) as the server's default tree, " +
 			"\"" + defaultTree + "\", and each --tree NAME=DIR as the tree NAME (zx://HOST/@NAME/PATH). " +
+			"--dump STORE exports a zx dump store, read-only, as the tree \"dump\" " +
+			"(zx://HOST/@dump/TREE/YYYY/MMDD/PATH), to browse or mount the past. " +
 			"No request can reach outside an exported directory, and symbolic links are never followed. " +
 			"Until this build has TLS and client keys, it listens on loopback addresses only: " +
 			"reach it from other machines through ssh port forwarding. " +
@@ -48,6 +54,7 @@ func runServe(args []string) int {
 	ro := fs.Bool("ro", false, "export every tree read-only")
 	stdio := fs.Bool("stdio", false, "serve one connection on standard input and output (what ssh:// locations run), then exit")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	dumpStore := fs.String("dump", "", "also export the dump store `STORE`, read-only, as the tree \"dump\"")
 	trees := map[string]string{}
 	var order []string
 	fs.Func("tree", "also export DIR as the tree NAME (`NAME=DIR`; repeatable)", func(v string) error {
@@ -55,7 +62,7 @@ func runServe(args []string) int {
 		switch {
 		case !ok || name == "" || dir == "":
 			return errors.New("want NAME=DIR")
-		case strings.ContainsAny(name, "/@") || name == defaultTree:
+		case strings.ContainsAny(name, "/@") || name == defaultTree || name == dumpTree:
 			return fmt.Errorf("bad tree name %q (no / or @; %q is the default tree)", name, defaultTree)
 		case trees[name] != "":
 			return fmt.Errorf("tree %q given twice", name)
@@ -114,6 +121,15 @@ func runServe(args []string) int {
 		defer t.Close()
 		trees[name] = abs
 		exported[name] = t
+	}
+	if *dumpStore != "" {
+		dfs, err := dump.Open(*dumpStore)
+		if err != nil {
+			return fail("cannot export the dump store %s: %v", *dumpStore, err)
+		}
+		exported[dumpTree] = dfs
+		trees[dumpTree] = *dumpStore
+		order = append(order, dumpTree)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	srv, err := server.New(exported, defaultTree, server.Config{Logger: log})

@@ -1,0 +1,60 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zxfs/zx/ctl"
+)
+
+var _ ctl.Controller = (*Cache)(nil)
+
+// Status implements ctl.Controller: the cache's section of /Ctl.
+func (c *Cache) Status(ctx context.Context) ctl.Section {
+	st := c.Stats()
+	addr := "-"
+	if s, ok := c.remote.(fmt.Stringer); ok {
+		addr = s.String()
+	}
+	rate := 0.0
+	if n := st.Hits + st.Misses; n > 0 {
+		rate = float64(st.Hits) / float64(n)
+	}
+	mode := "window " + c.Coherency().String()
+	if c.Watching() {
+		mode = "watch"
+	}
+	s := ctl.Section{Kind: "cache", Addr: addr}
+	s.Lines = append(s.Lines,
+		fmt.Sprintf("entries %d", st.Entries),
+		fmt.Sprintf("data %d", st.DataBytes),
+		fmt.Sprintf("hits %d misses %d rate %.3f", st.Hits, st.Misses, rate),
+		fmt.Sprintf("events %d invalidations %d", st.Events, st.Invalidations),
+		"coherence "+mode,
+		// Writes go through: nothing is held back.
+		"dirty 0",
+		"writeback 0",
+	)
+	s.Lines = append(s.Lines, c.ctlFlags.Lines()...)
+	return s
+}
+
+// Command implements ctl.Controller. "flush" drops everything cached.
+// The cache writes through, so "sync" has nothing of its own to write.
+func (c *Cache) Command(ctx context.Context, cmd string) error {
+	if ok, err := c.ctlFlags.Command(cmd); ok {
+		return err
+	}
+	switch cmd {
+	case "sync":
+		return nil
+	case "flush":
+		c.Flush()
+		return nil
+	}
+	return ctl.Unknown("cache", cmd)
+}
+
+// ctlFile returns the cache's control file, over the remote's. Requests
+// for it are never cached.
+func (c *Cache) ctlFile() *ctl.File { return &ctl.File{C: c, Below: c.remote} }

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/ctl"
+	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/proto"
+)
+
+var _ ctl.Controller = (*Server)(nil)
+
+// Status implements ctl.Controller: the server's section of /Ctl, with
+// one "user" line per connection.
+func (s *Server) Status(ctx context.Context) ctl.Section {
+	s.mu.Lock()
+	var addrs []string
+	for l := range s.listeners {
+		addrs = append(addrs, l.Addr().String())
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	in, out := s.bytesIn, s.bytesOut
+	s.mu.Unlock()
+	sort.Strings(addrs)
+	sort.Slice(conns, func(i, j int) bool { return conns[i].since.Before(conns[j].since) })
+	addr := "-"
+	if len(addrs) > 0 {
+		addr = addrs[0]
+	}
+	sec := ctl.Section{Kind: "server", Addr: addr}
+	sec.Lines = append(sec.Lines, "since "+ctl.Since(s.since), fmt.Sprintf("connections %d", len(conns)))
+	for _, c := range conns {
+		st := c.mc.Stats()
+		in += st.BytesIn
+		out += st.BytesOut
+		user := c.user
+		if user == "" {
+			user = "-"
+		}
+		sec.Lines = append(sec.Lines, fmt.Sprintf("user %s %s since %s rtt %s in %d out %d",
+			user, c.remote, ctl.Since(c.since), c.mc.RTT().Round(time.Microsecond), st.BytesIn, st.BytesOut))
+	}
+	sec.Lines = append(sec.Lines, s.reqs.Line(), fmt.Sprintf("bytes in %d out %d", in, out))
+	sec.Lines = append(sec.Lines, s.flags.Lines()...)
+	return sec
+}
+
+// Command implements ctl.Controller. The server keeps nothing back, so
+// "sync" has nothing of its own to do.
+func (s *Server) Command(ctx context.Context, cmd string) error {
+	if ok, err := s.flags.Command(cmd); ok {
+		return err
+	}
+	if cmd == "sync" {
+		return nil
+	}
+	return ctl.Unknown("server", cmd)
+}
+
+// noteEnded adds the counters of a connection that ended to the totals.
+func (s *Server) noteEnded(st mux.Stats) {
+	s.mu.Lock()
+	s.bytesIn += st.BytesIn
+	s.bytesOut += st.BytesOut
+	s.mu.Unlock()
+}
+
+// ctlRequest serves a request for /Ctl of tree t: the server's section,
+// then t's control file. It reports false for requests it leaves to the
+// tree.
+func (c *conn) ctlRequest(st *mux.Stream, req *proto.Request, t zx.Tree) bool {
+	f := &ctl.File{C: c.srv, Below: t}
+	ctx := st.Context()
+	switch req.Op {
+	case proto.OpStat:
+		go c.reply(st, f.Stat(ctx))
+	case proto.OpGet:
+		go c.items(st, f.Get(ctx, req.Off, req.Count))
+	case proto.OpPut:
+		var data io.Reader
+		if !st.RecvEnded() {
+			data = &streamReader{ctx: ctx, st: st}
+		}
+		go c.reply(st, f.Put(ctx, req.Dir, req.Off, data))
+	case proto.OpFind, proto.OpFindGet:
+		go c.items(st, f.Find(ctx, req.Pred, req.Spref, req.Dpref, int(req.Depth)))
+	default:
+		return false
+	}
+	return true
+}
