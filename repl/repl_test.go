@@ -45,7 +45,8 @@ func newLFS(t *testing.T) (zx.Tree, string) {
 }
 
 // kinds are the pairs of trees every two-way test runs on.
-var kinds = []string{"mem-mem", "lfs-mem", "lfs-lfs"}
+// lfs-net: side b is a client of a real server over a local directory.
+var kinds = []string{"mem-mem", "lfs-mem", "lfs-lfs", "lfs-net"}
 
 func newFixture(t *testing.T, kind string) *fixture {
 	f := &fixture{t: t, clock: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)}
@@ -58,6 +59,9 @@ func newFixture(t *testing.T, kind string) *fixture {
 	case "lfs-lfs":
 		f.a, f.adir = newLFS(t)
 		f.b, _ = newLFS(t)
+	case "lfs-net":
+		f.a, f.adir = newLFS(t)
+		f.b = newNet(t)
 	}
 	if f.adir != "" {
 		st, err := LoadState(filepath.Join(f.adir, ".zx-repl", "STATE.json"))
