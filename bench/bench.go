@@ -62,14 +62,27 @@ type Config struct {
 	RateRTT   time.Duration   // RTT of the rate-limited transfer (the largest RTT by default)
 	Cap       time.Duration   // time cap of each measurement
 	FileSize  int64           // size of the big file
-	OutDir    string          // where native.md, native.json and native.png go ("" = don't write)
+	OutDir    string          // where native.{md,json,png} (or fuse.*) go ("" = don't write)
 	Workloads []string        // subset of find, grep, rm, file ("" or nil = all)
 	NoSSHFS   bool            // measure zx only
 	Command   string          // the command line, for the report
 	Log       io.Writer       // progress messages (nil: discard)
+
+	// The FUSE suite (fuse.md): the same programs on a zx mount and on
+	// sshfs, instead of the Go API against sshfs (native.md).
+	FUSE     bool
+	TarBytes int64  // file data in the tar archive (default 35 MB)
+	CFiles   int    // .c files in the C project besides main.c (default 40)
+	Shared   string // a note for the report: who else used the machine during the run
 }
 
-// Workload names.
+// Suites.
+const (
+	SuiteNative = "native"
+	SuiteFUSE   = "fuse"
+)
+
+// Workload names of the native suite.
 const (
 	WFind        = "find"
 	WGrep        = "grep"
@@ -124,32 +137,53 @@ func Main(args []string) int {
 		rate      = fs.String("rate", "100mbit", "rate of the extra rate-limited file transfer at the largest RTT (\"0\" or \"\" skips it)")
 		capf      = fs.Duration("cap", 120*time.Second, "time cap of each measurement: slower sshfs runs are killed and projected")
 		size      = fs.Int64("size", 128<<20, "size in bytes of the big file")
-		out       = fs.String("out", "docs/bench", "directory for native.md, native.json and native.png (\"\" writes nothing)")
-		workloads = fs.String("workloads", "", "comma-separated subset of find,grep,rm,file (default all)")
-		nosshfs   = fs.Bool("no-sshfs", false, "measure zx only (no sshd, no FUSE needed)")
-		quiet     = fs.Bool("q", false, "no progress messages on stderr")
+		out       = fs.String("out", "docs/bench", "directory for the suite's .md, .json and .png (\"\" writes nothing)")
+		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
+			strings.Join(FUSEWorkloads, ",")+" or the groups grep,rm,tar,file")
+		nosshfs  = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
+		quiet    = fs.Bool("q", false, "no progress messages on stderr")
+		fuse     = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
+		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
+		cFiles   = fs.Int("c-files", 40, "--fuse: generated .c files in the C project (plus main.c)")
+		shared   = fs.String("shared", "", "--fuse: a note for the report on who else used the machine during the run (e.g. \"shared with 6 other engineers' builds and tests\")")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: zx bench [flags]
+		fmt.Fprint(fs.Output(), `usage: zx bench [--fuse] [flags]
 
-Bench compares, in one run on this machine, native zx (the Go API over a
-real TCP connection) with sshfs mounted from a private local sshd, both
-through the same WAN emulator, at several round-trip times, on a copy of
-Go's source tree: find a missing name, grep a missing string, remove a copy
-of the tree, and write and read one big file (also rate-limited). It needs
-root, /dev/fuse, sshd, sshfs and fusermount3 (apt-get install -y
-openssh-server sshfs fuse3). Everything it starts is stopped and removed at
-the end, also on failure or interrupt.
+Bench compares zx with sshfs mounted from a private local sshd, in one run
+on this machine, both through the same WAN emulator, at several round-trip
+times, on a copy of Go's source tree. It needs root, /dev/fuse, sshd, sshfs
+and fusermount3 (apt-get install -y openssh-server sshfs fuse3).
+Everything it starts is stopped and removed at the end, also on failure or
+interrupt.
 
-It writes a markdown table (native.md), the raw results (native.json) and a
-plot (native.png) to --out. sshfs runs that exceed --cap are killed and
-their time is projected from their progress or from a subtree, and labelled
-so.
+The native suite (the default) runs native zx (the Go API over a real TCP
+connection) against the usual tools on sshfs: find a missing name, grep a
+missing string, remove a copy of the tree, and write and read one big file
+(also rate-limited). It writes native.md, native.json and native.png.
+
+The FUSE suite (--fuse) runs the same unmodified programs on a zx mount
+(package mount, served by this process, so that its connection's blocking
+round trips are counted) and on sshfs: find -name missing, grep -r (cold
+and warm), ls -lR, diff -r of two copies of the tree, rm -rf of a copy,
+tar -x of an archive of part of the tree (--tar-bytes), git status (warm)
+in a repository of the same part, make of a generated C project
+(--c-files), and dd of one big file to and from the mount (also
+rate-limited). rm and tar also run in write-back mode when the mount has
+one. Every measurement mounts afresh, so caches start cold; warm workloads
+time a second run on the same mount. It writes fuse.md, fuse.json and
+fuse.png.
+
+Runs that exceed --cap are killed and their time is projected from their
+progress or from a subtree; when smaller RTTs show that a run would exceed
+the cap, only the subtree or a run cut short at a third of the cap is made.
+Projections are labelled so.
 
 Flags:
 `)
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nExample:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n")
+		fmt.Fprint(fs.Output(), "\nExamples:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
+			"\tzx bench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -177,15 +211,22 @@ Flags:
 			return 2
 		}
 	}
+	cfg.FUSE, cfg.TarBytes, cfg.CFiles, cfg.Shared = *fuse, *tarBytes, *cFiles, *shared
 	if *workloads != "" {
 		for _, w := range strings.Split(*workloads, ",") {
-			switch w = strings.TrimSpace(w); w {
-			case WFind, WGrep, WRm, groupFile:
-				cfg.Workloads = append(cfg.Workloads, w)
+			w = strings.TrimSpace(w)
+			switch {
+			case cfg.FUSE && checkFUSEWorkload(w):
+			case cfg.FUSE:
+				fmt.Fprintf(os.Stderr, "zx bench: --workloads: unknown FUSE workload %q (want %s, or grep, rm, tar, file)\n",
+					w, strings.Join(FUSEWorkloads, ", "))
+				return 2
+			case w == WFind || w == WGrep || w == WRm || w == groupFile:
 			default:
 				fmt.Fprintf(os.Stderr, "zx bench: --workloads: unknown workload %q (want find, grep, rm, file)\n", w)
 				return 2
 			}
+			cfg.Workloads = append(cfg.Workloads, w)
 		}
 	}
 	cfg.Tree = *tree
@@ -197,8 +238,8 @@ Flags:
 		}
 		cfg.Tree = filepath.Join(strings.TrimSpace(string(out)), "src")
 	}
-	if cfg.Cap <= 0 || cfg.FileSize <= 0 {
-		fmt.Fprintln(os.Stderr, "zx bench: --cap and --size must be positive")
+	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 {
+		fmt.Fprintln(os.Stderr, "zx bench: --cap, --size, --tar-bytes and --c-files must be positive")
 		return 2
 	}
 

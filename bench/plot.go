@@ -17,21 +17,35 @@ var (
 	sshfsColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 )
 
+// panel is one workload's plot.
+type panel struct{ w, label string }
+
 // plot draws time against RTT, one panel per workload, zx and sshfs, with
 // a log time axis. Projected sshfs times are drawn as rings; the
 // rate-limited transfers as triangles.
 func (rep *Report) plot(path string) error {
-	const cols, nrows = 3, 2
+	var panels []panel
+	cols := 3
+	if rep.Suite == SuiteFUSE {
+		panels = rep.fuseRows()
+		cols = 4
+	} else {
+		for _, row := range rows {
+			l := row.label
+			if row.w == WWrite || row.w == WRead {
+				l += " (" + sizeLabel(rep.FileSize) + ")"
+			}
+			panels = append(panels, panel{w: row.w, label: l})
+		}
+	}
+	nrows := (len(panels) + cols - 1) / cols
 	grid := make([][]*plot.Plot, nrows)
 	for i := range grid {
 		grid[i] = make([]*plot.Plot, cols)
 	}
-	for i, row := range rows {
+	for i, row := range panels {
 		p := plot.New()
 		p.Title.Text = row.label
-		if row.w == WWrite || row.w == WRead {
-			p.Title.Text += " (" + sizeLabel(rep.FileSize) + ")"
-		}
 		p.X.Label.Text = "RTT (ms)"
 		p.Y.Label.Text = "time (s, log)"
 		p.Y.Scale = plot.LogScale{}
@@ -39,6 +53,7 @@ func (rep *Report) plot(path string) error {
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.Left = true
+		points, ylo, yhi := 0, 0.0, 0.0
 		for _, sys := range []string{"zx", "sshfs"} {
 			col := zxColor
 			if sys == "sshfs" {
@@ -55,6 +70,8 @@ func (rep *Report) plot(path string) error {
 					continue
 				}
 				all = append(all, plotter.XY{X: rtt, Y: t})
+				points++
+				ylo, yhi = minPos(ylo, t), max(yhi, t)
 				if proj {
 					projected = append(projected, plotter.XY{X: rtt, Y: t})
 				} else {
@@ -65,12 +82,14 @@ func (rep *Report) plot(path string) error {
 				if r := rep.find(row.w, sys, rep.RateRTT, rep.RateMbit); r != nil {
 					if t, _, ok := r.Time(); ok && t > 0 {
 						rated = append(rated, plotter.XY{X: rep.RateRTT, Y: t})
+						points++
+						ylo, yhi = minPos(ylo, t), max(yhi, t)
 					}
 				}
 			}
 			name := sys
-			if row.w == WRmAll && sys == "sshfs" {
-				name = "sshfs (rm -rf)"
+			if sys == "sshfs" && sshfsBase(row.w) != row.w {
+				name = "sshfs (" + sshfsBase(row.w) + ")"
 			}
 			if len(all) > 1 {
 				l, err := plotter.NewLine(all)
@@ -118,13 +137,22 @@ func (rep *Report) plot(path string) error {
 				p.Legend.Add(fmt.Sprintf("%s @ %g Mbit/s", sys, rep.RateMbit), s)
 			}
 		}
+		switch {
+		case points == 0:
+			// A log axis needs a positive range even with nothing on it.
+			p.Y.Min, p.Y.Max = 0.01, 1
+			p.Title.Text += " (not run)"
+		case yhi < 2*ylo:
+			// gonum widens an empty range by ±1, below 0 on a log axis.
+			p.Y.Min, p.Y.Max = ylo/2, yhi*2
+		}
 		p.X.Min = -5
 		if len(rep.RTTsMs) > 0 {
 			p.X.Max = maxf(rep.RTTsMs) + 5
 		}
 		grid[i/cols][i%cols] = p
 	}
-	img := vgimg.NewWith(vgimg.UseWH(vg.Points(1200), vg.Points(720)), vgimg.UseDPI(96))
+	img := vgimg.NewWith(vgimg.UseWH(vg.Points(400*float64(cols)), vg.Points(360*float64(nrows))), vgimg.UseDPI(96))
 	dc := draw.New(img)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
@@ -147,4 +175,12 @@ func (rep *Report) plot(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// minPos returns the smaller of a and b, treating 0 as unset.
+func minPos(a, b float64) float64 {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }

@@ -29,8 +29,8 @@ var rows = []struct{ w, label string }{
 // find returns the result for a workload, system and link, or nil. The
 // RemoveAll row is compared with the same sshfs rm -rf.
 func (rep *Report) find(w, sys string, rtt, rate float64) *Result {
-	if w == WRmAll && sys == "sshfs" {
-		w = WRm
+	if sys == "sshfs" {
+		w = sshfsBase(w)
 	}
 	for _, r := range rep.Results {
 		if r.Workload == w && r.System == sys && r.RTTms == rtt && r.RateMbit == rate {
@@ -87,6 +87,9 @@ func sizeLabel(n int64) string {
 
 // Markdown renders the report.
 func (rep *Report) Markdown() string {
+	if rep.Suite == SuiteFUSE {
+		return rep.fuseMarkdown()
+	}
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	var notes []string
@@ -352,20 +355,25 @@ func (rep *Report) targets() []Target {
 	return ts
 }
 
-// write writes native.md, native.json and native.png to dir.
+// write writes the suite's .md, .json and .png (native.* or fuse.*) to
+// dir.
 func (rep *Report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	base := SuiteNative
+	if rep.Suite == SuiteFUSE {
+		base = SuiteFUSE
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "native.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, base+".json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "native.md"), []byte(rep.Markdown()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, base+".md"), []byte(rep.Markdown()), 0o644); err != nil {
 		return err
 	}
-	return rep.plot(filepath.Join(dir, "native.png"))
+	return rep.plot(filepath.Join(dir, base+".png"))
 }

@@ -86,6 +86,7 @@ type Loopback struct {
 
 // Report is the outcome of a run.
 type Report struct {
+	Suite    string            `json:"suite,omitempty"` // SuiteNative ("" in older files) or SuiteFUSE
 	Command  string            `json:"command"`
 	Facts    map[string]string `json:"facts"`
 	Tree     TreeStats         `json:"tree"`
@@ -95,6 +96,7 @@ type Report struct {
 	CapSecs  float64           `json:"cap_seconds"`
 	FileSize int64             `json:"file_size"`
 	Loopback *Loopback         `json:"loopback,omitempty"`
+	Fuse     *FuseInfo         `json:"fuse,omitempty"`
 	Results  []*Result         `json:"results"`
 	Targets  []Target          `json:"targets"`
 	Elapsed  float64           `json:"elapsed_seconds"`
@@ -121,6 +123,9 @@ type runner struct {
 }
 
 func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
+	if cfg.FUSE {
+		return runFUSE(ctx, cfg, e)
+	}
 	start := time.Now()
 	if cfg.RateRTT == 0 {
 		for _, d := range cfg.RTTs {
@@ -128,6 +133,7 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	r := &runner{cfg: cfg, env: e, rep: &Report{
+		Suite:    SuiteNative,
 		Command:  cfg.Command,
 		CapSecs:  cfg.Cap.Seconds(),
 		FileSize: cfg.FileSize,
@@ -166,10 +172,7 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	if cfg.want(WWrite) || cfg.want(WRead) {
-		r.data = make([]byte, cfg.FileSize)
-		rng := rand.NewChaCha8([32]byte{'z', 'x'})
-		rng.Read(r.data)
-		r.bigSrc = filepath.Join(r.dir, "big.src")
+		r.makeData()
 		if err := os.WriteFile(r.bigSrc, r.data, 0o600); err != nil {
 			return nil, err
 		}
@@ -203,6 +206,15 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		cfg.logf("wrote %s", filepath.Join(cfg.OutDir, "native.{md,json,png}"))
 	}
 	return r.rep, nil
+}
+
+// makeData makes the big file's contents (random, the same every run) and
+// names its local copy.
+func (r *runner) makeData() {
+	r.data = make([]byte, r.cfg.FileSize)
+	rng := rand.NewChaCha8([32]byte{'z', 'x'})
+	rng.Read(r.data)
+	r.bigSrc = filepath.Join(r.dir, "big.src")
 }
 
 func portOf(addr string) int {

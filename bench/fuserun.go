@@ -1,0 +1,433 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/client"
+	zxmount "github.com/zxfs/zx/mount"
+	"github.com/zxfs/zx/wan"
+)
+
+// errNoWriteback says the mount has no write-back mode in this build.
+var errNoWriteback = errors.New("the mount has no write-back mode in this build")
+
+// zxMount is a zx FUSE mount served by this process, over its own
+// connection, so that its round trips can be counted.
+type zxMount struct {
+	conn *client.Conn
+	ca   *cache.Cache
+	fs   *zxmount.FS
+}
+
+// mountZX mounts the server behind addr on mnt, in default or write-back
+// mode, with the mount's defaults otherwise (as zx mount does).
+func (e *env) mountZX(ctx context.Context, addr, mnt string, wb bool) (*zxMount, error) {
+	if wb {
+		return nil, errNoWriteback
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, addr, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Attach(dctx, ""); err != nil {
+		c.Close()
+		return nil, err
+	}
+	z := &zxMount{conn: c, ca: cache.New(c.Tree(""), cache.Options{})}
+	z.fs, err = zxmount.Mount(mnt, z.ca, zxmount.Options{FsName: "zxbench"})
+	if err != nil {
+		z.ca.Close()
+		c.Close()
+		return nil, err
+	}
+	e.onCleanup(z.unmount)
+	return z, nil
+}
+
+// unmount unmounts and closes; it may be called more than once.
+func (z *zxMount) unmount() {
+	if z.fs != nil {
+		z.fs.Unmount()
+		z.fs = nil
+	}
+	if z.ca != nil {
+		z.ca.Close()
+		z.ca = nil
+	}
+	if z.conn != nil {
+		z.conn.Close()
+		z.conn = nil
+	}
+}
+
+// fuseLink runs the FUSE suite through a fresh pair of proxies with the
+// given RTT and rate (rate > 0: only the big file).
+func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duration, rate int64) error {
+	wc := wan.Config{RTT: rtt, Rate: rate}
+	label := fmt.Sprintf("RTT %v", rtt)
+	if rate > 0 {
+		label += fmt.Sprintf(", rate %.0f Mbit/s", float64(rate)*8/1e6)
+	}
+	r.cfg.logf("== %s", label)
+	zp, err := wan.Listen("127.0.0.1:0", r.zxAddr, wc)
+	if err != nil {
+		return err
+	}
+	defer zp.Close()
+	var sp *wan.Proxy
+	if !r.cfg.NoSSHFS {
+		if sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
+			return err
+		}
+		defer sp.Close()
+	}
+	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp, sp: sp}
+	if rate == 0 {
+		for _, j := range jobs {
+			if err := l.fuseJob(ctx, j, "zx"); err != nil {
+				return err
+			}
+			if sp != nil && !j.wb {
+				if err := l.fuseJob(ctx, j, "sshfs"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if r.cfg.fuseWant(WWrite) || r.cfg.fuseWant(WRead) {
+		return l.fuseFile(ctx)
+	}
+	return nil
+}
+
+// fuseOnce mounts for sys, runs job on subtree rel with the time cap capd,
+// and unmounts.
+func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, capd time.Duration) (*Result, error) {
+	res := l.result(j.w, sys)
+	if j.prep != nil {
+		if err := j.prep(rel); err != nil {
+			return nil, err
+		}
+	}
+	mnt := filepath.Join(l.dir, "mnt")
+	if sys == "zx" {
+		mnt = filepath.Join(l.dir, "zmnt")
+	}
+	args := j.cmd(mnt, rel)
+	res.Method = strings.ReplaceAll(strings.Join(args, " "), mnt, "MNT")
+	res.Method = strings.ReplaceAll(res.Method, l.dir, "LOCAL")
+	if j.warm {
+		res.Method += " (run once untimed first)"
+	}
+	var bytes func() int64
+	rts := func() int64 { return -1 }
+	switch sys {
+	case "zx":
+		z, err := l.env.mountZX(ctx, l.zp.Addr(), mnt, j.wb)
+		if errors.Is(err, errNoWriteback) {
+			res.Error = err.Error()
+			return res, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("zx mount: %v", err)
+		}
+		defer z.unmount()
+		c := z.conn
+		rts = func() int64 { return c.Stats().RoundTrips }
+		bytes = func() int64 { return proxyBytes(l.zp) }
+	case "sshfs":
+		m, err := l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
+		if err != nil {
+			return nil, err
+		}
+		defer m.unmount()
+		bytes = func() int64 { return proxyBytes(l.sp) }
+	}
+	if j.warm {
+		_, capped, err := runCmd(ctx, capd, j.ok, args[0], args[1:]...)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if capped {
+			res.Capped, res.CapSeconds = true, capd.Seconds()
+			res.ProjectedFrom = "the untimed first run already exceeded the cap"
+			return res, nil
+		}
+		if err != nil {
+			res.Error = "first run: " + err.Error()
+			return res, nil
+		}
+	}
+	rt0, b0 := rts(), bytes()
+	el, capped, err := runCmd(ctx, capd, j.ok, args[0], args[1:]...)
+	if rt0 >= 0 {
+		res.RoundTrips = rts() - rt0
+	}
+	time.Sleep(l.rtt/2 + 10*time.Millisecond) // let the proxy count the last bytes
+	res.Bytes = bytes() - b0
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case capped:
+		res.Capped, res.CapSeconds = true, capd.Seconds()
+	case err != nil:
+		res.Error = err.Error()
+	default:
+		res.Seconds = el.Seconds()
+		if j.check != nil && rel == "." {
+			if err := j.check(); err != nil {
+				res.Error = err.Error()
+			}
+		}
+	}
+	return res, nil
+}
+
+// fusePrior returns the times of workload w on sys at RTT 0 and at the
+// largest smaller non-zero RTT measured or projected so far.
+func (l *linkRun) fusePrior(w, sys string) (t0, tr, rtt float64, has0, ok bool) {
+	for _, res := range l.rep.Results {
+		if res.Workload != w || res.System != sys || res.RateMbit != 0 {
+			continue
+		}
+		t, _, has := res.Time()
+		if !has {
+			continue
+		}
+		if res.RTTms == 0 {
+			t0, has0 = t, true
+		} else if res.RTTms < ms(l.rtt) && res.RTTms > rtt {
+			tr, rtt, ok = t, res.RTTms, true
+		}
+	}
+	return
+}
+
+// fuseEstimate guesses the whole workload's time on sys at this RTT: by
+// linear extrapolation in the RTT from earlier results, or, for sshfs with
+// only the RTT 0 result, from the rough round-trip costs. It only
+// decides whether to attempt the full run; no reported figure comes from
+// it.
+func (l *linkRun) fuseEstimate(j *fuseJob, sys string) (float64, bool) {
+	t0, tr, r, has0, ok := l.fusePrior(j.w, sys)
+	if ok && has0 {
+		return t0 + (tr-t0)*ms(l.rtt)/r, true
+	}
+	if !has0 {
+		return 0, false
+	}
+	if sys == "zx" {
+		// The RTT 0 run's blocking round trips, each costing one RTT.
+		if base := l.rep.find(j.w, "zx", 0, 0); base != nil && base.RoundTrips >= 0 {
+			return t0 + float64(base.RoundTrips)*l.rtt.Seconds(), true
+		}
+	}
+	if sys == "sshfs" && j.rough > 0 {
+		return t0 + j.rough*float64(j.roughUnits(l.runner))*l.rtt.Seconds(), true
+	}
+	return 0, false
+}
+
+// fuseEstimateWarm is fuseEstimate for a warm job, whose untimed first
+// run costs what its cold counterpart costs: the larger of the two.
+func (l *linkRun) fuseEstimateWarm(j *fuseJob, sys string) (float64, bool) {
+	est, ok := l.fuseEstimate(j, sys)
+	if j.coldOf == nil {
+		return est, ok
+	}
+	if c, okc := l.fuseEstimate(j.coldOf, sys); okc {
+		return max(est, c), true
+	}
+	return est, ok
+}
+
+func (j *fuseJob) roughUnits(r *runner) int64 {
+	if j.unit != "" {
+		return unitsOf(j.unit, r.whole())
+	}
+	return j.items
+}
+
+func unitsOf(unit string, s subtree) int64 {
+	switch unit {
+	case unitDirs:
+		return s.dirs
+	case unitFiles:
+		return s.files
+	}
+	return s.entries
+}
+
+// fuseSubtree picks the largest subtree whose run should take about budget
+// seconds at this RTT, given the estimated time of the whole.
+func (l *linkRun) fuseSubtree(j *fuseJob, whole, budget float64) subtree {
+	total := unitsOf(j.unit, l.whole())
+	per := whole / float64(max(total, 1))
+	var best, smallest *subtree
+	for i := range l.subs {
+		s := &l.subs[i]
+		u := unitsOf(j.unit, *s)
+		if u < 5 || u >= total {
+			continue
+		}
+		if smallest == nil || u < unitsOf(j.unit, *smallest) {
+			smallest = s
+		}
+		if float64(u)*per <= budget && (best == nil || u > unitsOf(j.unit, *best)) {
+			best = s
+		}
+	}
+	if best == nil {
+		best = smallest
+	}
+	if best == nil {
+		return l.whole()
+	}
+	return *best
+}
+
+// fuseJob measures job j on sys at this link, with the cap: the whole
+// workload when it is expected to fit in the cap; otherwise (or when it
+// was capped) a projection, labelled with what it comes from: a run on a
+// subtree scaled by the job's unit, or the progress of a run cut short.
+func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
+	capd := l.cfg.Cap
+	est, hasEst := l.fuseEstimateWarm(j, sys)
+	limit := capd.Seconds()
+	if hasEst && est > limit && (j.unit != "" || j.progress != nil) {
+		res := l.result(j.w, sys)
+		res.Skipped = true
+		var why string
+		if j.unit != "" {
+			budget := capd.Seconds() / 3
+			if j.warm && sys == "sshfs" {
+				// sshfs keeps what it cached for 20 s: the second run
+				// must start within that to be warm.
+				budget = min(budget, 15)
+			}
+			sub := l.fuseSubtree(j, est, budget)
+			sr, err := l.fuseOnce(ctx, j, sys, sub.rel, capd)
+			if err != nil {
+				return err
+			}
+			res.Method = strings.ReplaceAll(sr.Method, "/"+sub.rel, "")
+			why = l.projectSubtree(res, j, sr, sub)
+		} else {
+			short := capd / 3
+			sr, err := l.fuseOnce(ctx, j, sys, ".", short)
+			if err != nil {
+				return err
+			}
+			res.Method = sr.Method
+			if !sr.Capped {
+				// It finished after all: that is a measurement.
+				sr.Method = res.Method
+				l.add(sr)
+				return nil
+			}
+			res.RoundTrips = -1
+			why = l.projectProgress(res, j, short)
+		}
+		res.ProjectedFrom = fmt.Sprintf("full run not attempted (expected ≈ %.0f s from smaller RTTs, over the %.0f s cap); %s", est, capd.Seconds(), why)
+		l.add(res)
+		return nil
+	}
+	res, err := l.fuseOnce(ctx, j, sys, ".", capd)
+	if err != nil {
+		return err
+	}
+	if res.Capped && res.ProjectedFrom == "" {
+		switch {
+		case j.progress != nil:
+			res.ProjectedFrom = l.projectProgress(res, j, capd)
+		case j.unit != "":
+			sub := l.fuseSubtree(j, capd.Seconds()*3, capd.Seconds()/3)
+			sr, err := l.fuseOnce(ctx, j, sys, sub.rel, capd)
+			if err != nil {
+				return err
+			}
+			res.ProjectedFrom = l.projectSubtree(res, j, sr, sub)
+		default:
+			res.ProjectedFrom = "no projection"
+		}
+	}
+	if res.Items == 0 && res.Error == "" && !res.Capped {
+		res.Items = j.items
+	}
+	l.add(res)
+	return nil
+}
+
+// projectSubtree sets res's projection from the subtree run sr.
+func (l *linkRun) projectSubtree(res *Result, j *fuseJob, sr *Result, sub subtree) string {
+	if sr.Error != "" || sr.Capped {
+		return fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel)
+	}
+	u, total := unitsOf(j.unit, sub), unitsOf(j.unit, l.whole())
+	res.Projected = sr.Seconds * float64(total) / float64(u)
+	res.RoundTrips = -1 // a count is not projected
+	rts := ""
+	if sr.RoundTrips >= 0 {
+		rts = fmt.Sprintf(", %d round trips", sr.RoundTrips)
+	}
+	return fmt.Sprintf("projected from %s (%d files, %d dirs): %.2f s there%s × %d/%d %s",
+		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, sr.Seconds, rts, total, u, j.unit)
+}
+
+// projectProgress sets res's projection from how far a run capped at capd
+// got.
+func (l *linkRun) projectProgress(res *Result, j *fuseJob, capd time.Duration) string {
+	done, total := j.progress()
+	if done <= 0 {
+		return "no projection: nothing was done within the cap"
+	}
+	res.Projected = capd.Seconds() * float64(total) / float64(done)
+	return fmt.Sprintf("projected from progress: %d of %d done in %.0f s", done, total, capd.Seconds())
+}
+
+// fuseFile writes then reads the big file through each mount, with dd.
+func (l *linkRun) fuseFile(ctx context.Context) error {
+	big := filepath.Join(l.export, "big")
+	defer os.Remove(big)
+	write := &fuseJob{w: WWrite, items: l.cfg.FileSize,
+		cmd: func(mnt, rel string) []string {
+			return []string{"dd", "if=" + l.bigSrc, "of=" + filepath.Join(mnt, "big"), "bs=1M", "conv=fsync", "status=none"}
+		},
+		prep:  func(string) error { return os.RemoveAll(big) },
+		check: func() error { return l.sameAsData(big) }}
+	read := &fuseJob{w: WRead, items: l.cfg.FileSize,
+		cmd: func(mnt, rel string) []string {
+			return []string{"dd", "if=" + filepath.Join(mnt, "big"), "of=/dev/null", "bs=1M", "status=none"}
+		},
+		prep: func(string) error { return l.ensureBig(big) }}
+	systems := []string{"zx"}
+	if l.sp != nil {
+		systems = append(systems, "sshfs")
+	}
+	for _, sys := range systems {
+		for _, j := range []*fuseJob{write, read} {
+			if !l.cfg.fuseWant(j.w) {
+				continue
+			}
+			res, err := l.fuseOnce(ctx, j, sys, ".", l.cfg.Cap)
+			if err != nil {
+				return err
+			}
+			res.Items = l.cfg.FileSize
+			if res.Capped {
+				res.ProjectedFrom = "no projection"
+			}
+			l.add(res)
+		}
+	}
+	return nil
+}
