@@ -33,6 +33,12 @@
 // full run is skipped and only the projection is made. Every projection is
 // labelled as such in the outputs.
 //
+// The FUSE suite (Config.FUSE; see fuse.go) runs unmodified programs
+// instead — find, grep -r cold and warm, ls -lR, diff -r, rm -rf, tar -x,
+// git status, make and dd — on a zx mount (package mount, served by this
+// process so that its connection's round trips can be counted) and on the
+// same sshfs mount, and writes fuse.md, fuse.json and fuse.png.
+//
 // Main is the command; Run is the library entry point.
 package bench
 
@@ -135,7 +141,7 @@ func Main(args []string) int {
 		tree      = fs.String("tree", "", "directory tree to work on (default: $(go env GOROOT)/src)")
 		rtts      = fs.String("rtts", "0,10ms,50ms,100ms", "comma-separated emulated round-trip times (a bare number is milliseconds)")
 		rate      = fs.String("rate", "100mbit", "rate of the extra rate-limited file transfer at the largest RTT (\"0\" or \"\" skips it)")
-		capf      = fs.Duration("cap", 120*time.Second, "time cap of each measurement: slower sshfs runs are killed and projected")
+		capf      = fs.Duration("cap", 120*time.Second, "time cap of each measurement: slower runs are killed and projected (in the native suite only sshfs runs can be)")
 		size      = fs.Int64("size", 128<<20, "size in bytes of the big file")
 		out       = fs.String("out", "docs/bench", "directory for the suite's .md, .json and .png (\"\" writes nothing)")
 		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
@@ -182,7 +188,7 @@ Projections are labelled so.
 Flags:
 `)
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nExamples:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
+		fmt.Fprint(fs.Output(), "\nExample:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
 			"\tzx bench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
 	}
 	if err := fs.Parse(args); err != nil {

@@ -141,7 +141,7 @@ func (rep *Report) fuseMarkdown() string {
 			float64(fi.TarBytes)/1e6, fi.TarEntries, fmtSecs(fi.TarFloorSecs))
 	}
 	if fi.RepoFiles > 0 {
-		p("- git: a repository made on the server's disk from a copy of that part (%d files committed); `git status` runs once untimed on the fresh mount, then is timed.\n", fi.RepoFiles)
+		p("- git: a repository made on the server's disk from a copy of that part (%d files committed, with `core.checkStat=minimal` and `core.trustctime=false` so that the index made on the server's disk stays valid on mounts that number inodes their own way); `git status --porcelain` runs once untimed on the fresh mount, then is timed.\n", fi.RepoFiles)
 	}
 	if fi.CFiles > 0 {
 		p("- make: a generated C project of %d .c files (8 small functions each, one header per ten files) built from clean with `make -s` (sequential, the system's cc), objects and program written to the mount.\n", fi.CFiles)
