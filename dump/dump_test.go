@@ -34,6 +34,7 @@ var trees = []struct {
 		t.Cleanup(func() { f.Close() })
 		return f
 	}},
+	{"net", newNet}, // a client of a real server over lfs
 }
 
 func randBytes(n int, seed uint64) []byte {

@@ -19,7 +19,7 @@ type RestoreStats struct {
 // Restore writes the version of p held by snapshot name of tree (see
 // Pick) to dst at dstPath, through the tree's ordinary requests: a file
 // is one Put carrying its data, mode and mtime (zx trees replace files
-// atomically), a symbolic link one Put, and a directory the same for
+// atomically), a symbolic link one Put (target and mtime), and a directory the same for
 // everything below it, every Put issued before any reply is awaited
 // (directories first, in snapshot order), then the directories' mtimes
 // set deepest first (writing into a directory changes its mtime).
@@ -71,6 +71,7 @@ func (s *Store) Restore(ctx context.Context, tree, name, p string, dst zx.Tree, 
 			}
 		case zx.TypeLink:
 			attrs[zx.ATarget] = d[zx.ATarget]
+			attrs[zx.AMtime] = d[zx.AMtime]
 			replies = append(replies, dst.Put(ctx, to, attrs, 0, nil))
 			st.Links++
 		case zx.TypeFile:
