@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/klauspost/compress v1.20.4
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
 )

@@ -67,6 +67,7 @@ type Config struct {
 	KeepAlive       time.Duration // ping after this much silence (15s); < 0 disables
 	Timeout         time.Duration // give up on a silent peer this long after a ping (20s)
 	Features        []string      // features this side offers
+	Compression     Compression   // zstd on DATA frames (CompressAuto)
 	Logger          *slog.Logger  // nil: discard
 }
 
@@ -110,6 +111,9 @@ type Stats struct {
 	BytesIn, BytesOut int64 // on the socket, frame headers included
 	Streams           int64 // streams opened (client) or accepted (server)
 	RoundTrips        int64 // see Conn.Stats
+	// Bytes of DATA that zstd kept off the wire, sent and received
+	// (payload bytes before compression minus after).
+	SavedOut, SavedIn int64
 }
 
 // Conn is one end of a multiplexed connection.
@@ -149,6 +153,9 @@ type Conn struct {
 	wg       sync.WaitGroup
 
 	bytesIn, bytesOut, nstreams, rounds atomic.Int64
+
+	z                         compressor
+	ztries, savedOut, savedIn atomic.Int64
 }
 
 // Client starts the client end of a connection over nc. It sends its hello
@@ -177,6 +184,7 @@ func newConn(nc net.Conn, cfg Config, server bool) *Conn {
 		accept:      make(chan *Stream, cfg.MaxStreams),
 		done:        make(chan struct{}),
 	}
+	c.z.mode = cfg.Compression
 	c.lastRecv.Store(time.Now().UnixNano())
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -186,7 +194,7 @@ func newConn(nc net.Conn, cfg Config, server bool) *Conn {
 			})
 		}
 	}
-	h := &proto.Hello{Version: proto.Version, Features: cfg.Features}
+	h := &proto.Hello{Version: proto.Version, Features: cfg.Compression.features(cfg.Features)}
 	if server {
 		h.MaxStreams = uint64(cfg.MaxStreams)
 	}
@@ -366,6 +374,8 @@ func (c *Conn) Stats() Stats {
 		BytesOut:   c.bytesOut.Load(),
 		Streams:    c.nstreams.Load(),
 		RoundTrips: c.rounds.Load(),
+		SavedOut:   c.savedOut.Load(),
+		SavedIn:    c.savedIn.Load(),
 	}
 }
 
@@ -529,6 +539,7 @@ func (c *Conn) protocolError(err error) {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
+	defer c.z.codec.Close()
 	br := bufio.NewReaderSize(c.nc, 256<<10)
 	var hdr [proto.HeaderSize]byte
 	first := true
@@ -622,6 +633,7 @@ func (c *Conn) handleHello(p []byte) error {
 		return zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("peer speaks protocol version %d, this side %d", h.Version, proto.Version))
 	}
 	c.peerHello = h
+	c.z.peerHello(h)
 	if !c.server && h.MaxStreams > 0 {
 		c.slots = make(chan struct{}, h.MaxStreams)
 		// Streams opened before the hello take their slots now.
@@ -694,6 +706,17 @@ func (c *Conn) handleMsg(h proto.Header, p []byte) error {
 	c.mu.Unlock()
 	if s == nil {
 		return nil // a stream that has ended: the frame was in flight
+	}
+	if h.Flags&proto.FlagZstd != 0 {
+		if c.cfg.Compression == CompressOff {
+			return zx.E(zx.ErrProtocol, "", "", "compressed frame, but this side did not offer zstd")
+		}
+		d, err := c.z.codec.Decompress(p)
+		if err != nil {
+			return err
+		}
+		c.savedIn.Add(int64(len(d) - len(p)))
+		p = d
 	}
 	return s.deliver(Msg{Type: h.Type, Data: p, End: h.Flags&proto.FlagEnd != 0})
 }

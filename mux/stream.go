@@ -40,6 +40,7 @@ type Stream struct {
 	peerEnded  bool // the peer will take no more
 	counted    bool // counts toward Conn.awaiting until its first reply
 	hasSlot    bool
+	zb         backoff // compression attempts; the sending goroutine's
 
 	stopCancel func() bool
 	cancelOnce sync.Once
@@ -216,6 +217,13 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 	for {
 		n := min(len(p), proto.MaxPayload)
 		last := n == len(p)
+		// Stream credit counts the message's bytes (what the receiver
+		// holds); connection credit the bytes on the wire.
+		payload, zstd := p[:n:n], false
+		if typ == proto.FData && n > 0 {
+			payload, zstd = s.compress(payload)
+		}
+		wire := len(payload)
 		c.mu.Lock()
 		for {
 			if c.err != nil {
@@ -230,7 +238,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				c.mu.Unlock()
 				return ErrPeerEnded
 			}
-			if n == 0 || (s.sendCredit >= int64(n) && c.sendCredit >= int64(n)) {
+			if n == 0 || (s.sendCredit >= int64(n) && c.sendCredit >= int64(wire)) {
 				break
 			}
 			wake := c.creditWake
@@ -243,19 +251,28 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 			c.mu.Lock()
 		}
 		s.sendCredit -= int64(n)
-		c.sendCredit -= int64(n)
-		h := proto.Header{Type: typ, Stream: s.id, Len: uint32(n)}
+		c.sendCredit -= int64(wire)
+		h := proto.Header{Type: typ, Stream: s.id, Len: uint32(wire)}
+		if zstd {
+			h.Flags |= proto.FlagZstd
+		}
 		if last && end {
-			h.Flags = proto.FlagEnd
+			h.Flags |= proto.FlagEnd
 			s.sendEnded = true
 		}
-		s.outq = append(s.outq, outFrame{h: h, p: p[:n:n]})
+		s.outq = append(s.outq, outFrame{h: h, p: payload})
 		if !s.queued {
 			s.queued = true
 			c.ready = append(c.ready, s)
 		}
 		c.mu.Unlock()
 		c.kick()
+		if typ == proto.FData && n > 0 {
+			c.z.account(n, time.Now())
+			if zstd {
+				c.savedOut.Add(int64(n - wire))
+			}
+		}
 		p = p[n:]
 		if last {
 			return nil

@@ -27,8 +27,9 @@ const (
 
 // Frame flags.
 const (
-	FlagEnd = 1 << 0 // last frame the sender sends on this stream
-	FlagAck = 1 << 1 // a ping's answer
+	FlagEnd  = 1 << 0 // last frame the sender sends on this stream
+	FlagAck  = 1 << 1 // a ping's answer
+	FlagZstd = 1 << 2 // a DATA frame's payload is zstd-compressed (see Codec)
 )
 
 // Limits fixed by the protocol.
@@ -76,8 +77,11 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Type < FHello || h.Type > FGoaway {
 		return h, zx.E(zx.ErrProtocol, "frame", "", fmt.Sprintf("unknown frame type %d", h.Type))
 	}
-	if b[2] != 0 || b[3] != 0 || h.Flags&^(FlagEnd|FlagAck) != 0 {
+	if b[2] != 0 || b[3] != 0 || h.Flags&^(FlagEnd|FlagAck|FlagZstd) != 0 {
 		return h, zx.E(zx.ErrProtocol, "frame", "", "reserved header bits set")
+	}
+	if h.Flags&FlagZstd != 0 && h.Type != FData {
+		return h, zx.E(zx.ErrProtocol, "frame", "", "compression flag on a frame other than DATA")
 	}
 	if h.Len > MaxPayload {
 		return h, zx.E(zx.ErrTooBig, "frame", "", fmt.Sprintf("frame payload of %d bytes exceeds the limit of %d", h.Len, MaxPayload))

@@ -71,7 +71,9 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"type 0", header(0, 0, 0, 0, 1, 0), zx.ErrProtocol},
 		{"type 11", header(FGoaway+1, 0, 0, 0, 1, 0), zx.ErrProtocol},
 		{"type 255", header(255, 0, 0, 0, 1, 0), zx.ErrProtocol},
-		{"flag bit 2", header(FData, 1<<2, 0, 0, 1, 0), zx.ErrProtocol},
+		{"flag bit 3", header(FData, 1<<3, 0, 0, 1, 0), zx.ErrProtocol},
+		{"zstd on DIR", header(FDir, FlagZstd, 0, 0, 1, 0), zx.ErrProtocol},
+		{"zstd on WINDOW", header(FWindow, FlagZstd, 0, 0, 0, 4), zx.ErrProtocol},
 		{"flag bit 7", header(FData, 1<<7, 0, 0, 1, 0), zx.ErrProtocol},
 		{"all flags", header(FData, 0xff, 0, 0, 1, 0), zx.ErrProtocol},
 		{"reserved byte 2", header(FData, 0, 1, 0, 1, 0), zx.ErrProtocol},
@@ -256,7 +258,8 @@ func TestReadFrameLimits(t *testing.T) {
 	for _, b := range [][]byte{
 		header(0, 0, 0, 0, 1, 0),
 		header(FGoaway+1, 0, 0, 0, 1, 0),
-		header(FData, 4, 0, 0, 1, 0),
+		header(FData, 8, 0, 0, 1, 0),
+		header(FReq, FlagZstd, 0, 0, 1, 0),
 		header(FData, 0, 1, 0, 1, 0),
 	} {
 		_, _, err := ReadFrame(bytes.NewReader(b), hdr)

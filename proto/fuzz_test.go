@@ -24,6 +24,9 @@ func FuzzReadFrame(f *testing.F) {
 		Header{Type: FReq, Stream: 1}, AppendRequest(nil, &Request{Op: OpStat, Path: "/"})))
 	f.Add(AppendFrame(nil, Header{Type: FWindow}, AppendWindow(nil, 1<<20)))
 	f.Add(header(FData, 0, 0, 0, 1, MaxPayload+1))
+	var codec Codec
+	z, _ := codec.Compress(nil, bytes.Repeat([]byte("zx "), 1000))
+	f.Add(AppendFrame(nil, Header{Type: FData, Flags: FlagZstd, Stream: 1}, z))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		hdr := make([]byte, HeaderSize)
@@ -67,6 +70,12 @@ func FuzzReadFrame(f *testing.F) {
 				ParseEvent(p)
 			case FWindow:
 				ParseWindow(p)
+			case FData:
+				if h.Flags&FlagZstd != 0 {
+					if d, err := codec.Decompress(p); len(d) > MaxPayload || (err != nil && zx.KindOf(err) != zx.ErrProtocol) {
+						t.Fatalf("Decompress: %d bytes, %v", len(d), err)
+					}
+				}
 			}
 		}
 	})
