@@ -197,9 +197,10 @@ func TestClientVanishesMidPut(t *testing.T) {
 	r := &slowReader{n: 1 << 20, release: make(chan struct{})}
 	defer close(r.release)
 	rc := c.Tree("").Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, r)
-	// Wait until the server has taken some data, then vanish.
+	// Wait until the server has taken some data (counted before
+	// compression), then vanish.
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats().BytesOut < 1<<20 && time.Now().Before(deadline) {
+	for st := c.Stats(); st.BytesOut+st.SavedOut < 1<<20 && time.Now().Before(deadline); st = c.Stats() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	c.Close()
