@@ -11,6 +11,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/proto"
@@ -38,6 +40,10 @@ type Options struct {
 	// check the server as this configuration says (see auth.ClientConfig,
 	// which pins server keys and presents the client's key).
 	TLS *tls.Config
+	// Caller, if set, is sent with every request whose context carries
+	// no zx.Caller: the user a request is made for. Servers honour it
+	// only on connections whose key may speak for several users.
+	Caller *zx.Caller
 }
 
 // Conn is a connection to a zx server.
@@ -46,9 +52,10 @@ type Conn struct {
 	addr string
 
 	// For the control file (see ctl.go).
-	since time.Time
-	reqs  ctl.Counts
-	flags *ctl.Flags
+	since  time.Time
+	reqs   ctl.Counts
+	flags  *ctl.Flags
+	caller *zx.Caller
 }
 
 // Dial connects to a server at addr (host:port).
@@ -69,11 +76,25 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		cancel()
 		if err != nil {
 			nc.Close()
-			return nil, &zx.Error{Kind: zx.ErrAuth, Op: "dial", Path: addr, Msg: "TLS: " + err.Error(), Err: err}
+			return nil, handshakeError(addr, err)
 		}
 		nc = tc
 	}
 	return NewConn(nc, opts), nil
+}
+
+// handshakeError explains a failed TLS handshake.
+func handshakeError(addr string, err error) error {
+	msg := "TLS: " + err.Error()
+	var rhe tls.RecordHeaderError
+	if errors.As(err, &rhe) {
+		msg = "the server does not speak TLS (a zx serve on loopback without --tls?): connect without --tls"
+	}
+	var hke *auth.HostKeyError
+	if errors.As(err, &hke) {
+		msg = err.Error()
+	}
+	return &zx.Error{Kind: zx.ErrAuth, Op: "dial", Path: addr, Msg: msg, Err: err}
 }
 
 // tuneTCP sets what mux sets on TCP connections it is given directly, which
@@ -93,7 +114,7 @@ func tuneTCP(nc net.Conn) {
 
 // NewConn runs the client protocol over an established connection.
 func NewConn(nc net.Conn, opts Options) *Conn {
-	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String(), since: time.Now(), flags: ctl.NewFlags("debug")}
+	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String(), caller: opts.Caller, since: time.Now(), flags: ctl.NewFlags("debug")}
 }
 
 // Close closes the connection; requests in flight fail.
@@ -160,6 +181,13 @@ func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags
 	t.c.reqs.Add(proto.OpName(req.Op))
 	if t.c.flags.On("debug") {
 		log.Printf("zx client: %s %s %s", t.c.addr, proto.OpName(req.Op), req.Path)
+	}
+	c, ok := zx.CallerFrom(ctx)
+	if !ok && t.c.caller != nil {
+		c, ok = *t.c.caller, true
+	}
+	if ok && c.Uid >= 0 && c.Gid >= 0 {
+		req.HasCaller, req.Uid, req.Gid = true, uint32(c.Uid), uint32(c.Gid)
 	}
 	st, err := t.c.mc.Open(ctx, proto.AppendRequest(nil, req), flags)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"io"
 	"math/rand/v2"
+	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -108,6 +109,7 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		if isTemp(name) {
 			return nil, e(zx.ErrInvalid, "", "", "reserved name")
 		}
+		ownByCaller(ctx, a)
 	}
 	if typ == zx.TypeFile {
 		// A file with other names (hard links) is truncated in place, as
@@ -138,6 +140,22 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		return nil, err
 	}
 	return f.statAt(pd.fd, name, p)
+}
+
+// ownByCaller makes what a put creates belong to the user the request
+// acts as (zx.CallerFrom), unless the put says otherwise. Only a server
+// running as root can give files away; others create them as themselves.
+func ownByCaller(ctx context.Context, a *attrs) {
+	c, ok := zx.CallerFrom(ctx)
+	if !ok || os.Geteuid() != 0 {
+		return
+	}
+	if a.uid < 0 && c.Uid >= 0 {
+		a.uid = c.Uid
+	}
+	if a.gid < 0 && c.Gid >= 0 {
+		a.gid = c.Gid
+	}
 }
 
 // linkTarget returns the target of the link name in dfd, or "".

@@ -24,6 +24,10 @@ const (
 	OpLink      = 12
 	OpStatFS    = 13
 	maxOp       = OpStatFS
+
+	// opCaller, or'ed into the op byte, says that the caller's ids
+	// follow the path.
+	opCaller = 0x80
 )
 
 var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs"}
@@ -50,6 +54,11 @@ type Request struct {
 	Spref string // find, findget
 	Dpref string // find, findget
 	Depth int64  // find, findget
+
+	// HasCaller says that the request carries the ids of the user it is
+	// made for, Uid and Gid (honoured only on multi-user connections).
+	HasCaller bool
+	Uid, Gid  uint32
 }
 
 // Hello is the payload of an FHello frame.
@@ -195,9 +204,17 @@ func (d *decoder) end() error {
 // AppendRequest appends the encoding of r to b.
 func AppendRequest(b []byte, r *Request) []byte {
 	e := encoder{b}
-	e.b = append(e.b, r.Op)
+	op := r.Op
+	if r.HasCaller {
+		op |= opCaller
+	}
+	e.b = append(e.b, op)
 	e.str(r.Tree)
 	e.str(r.Path)
+	if r.HasCaller {
+		e.uvarint(uint64(r.Uid))
+		e.uvarint(uint64(r.Gid))
+	}
 	switch r.Op {
 	case OpGet:
 		e.varint(r.Off)
@@ -222,11 +239,20 @@ func AppendRequest(b []byte, r *Request) []byte {
 func ParseRequest(b []byte) (*Request, error) {
 	d := decoder{b: b}
 	r := &Request{Op: d.byte1()}
+	r.HasCaller = r.Op&opCaller != 0
+	r.Op &^= opCaller
 	if d.err == nil && (r.Op < OpAttach || r.Op > maxOp) {
 		return nil, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", r.Op))
 	}
 	r.Tree = d.str()
 	r.Path = d.str()
+	if r.HasCaller {
+		uid, gid := d.uvarint(), d.uvarint()
+		if d.err == nil && (uid > 1<<32-1 || gid > 1<<32-1) {
+			d.fail("caller id out of range")
+		}
+		r.Uid, r.Gid = uint32(uid), uint32(gid)
+	}
 	switch r.Op {
 	case OpGet:
 		r.Off = d.varint()

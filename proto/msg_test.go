@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,7 +47,7 @@ func normEvent(ev *Event) *Event {
 
 // carried zeroes the fields that op does not send.
 func carried(r Request) Request {
-	w := Request{Op: r.Op, Tree: r.Tree, Path: r.Path}
+	w := Request{Op: r.Op, Tree: r.Tree, Path: r.Path, HasCaller: r.HasCaller, Uid: r.Uid, Gid: r.Gid}
 	switch r.Op {
 	case OpGet:
 		w.Off, w.Count = r.Off, r.Count
@@ -114,6 +115,9 @@ var requestTests = []struct {
 	{"findget", Request{Op: OpFindGet, Tree: "t", Path: "/ü", Pred: "type=- & size>0", Spref: "/ü", Dpref: "", Depth: math.MaxInt64}},
 	{"watch", Request{Op: OpWatch, Path: "/w"}},
 	{"long path", Request{Op: OpStat, Path: "/" + strings.Repeat("x", 5000)}},
+	{"stat caller", Request{Op: OpStat, Path: "/a", HasCaller: true, Uid: 1000, Gid: 100}},
+	{"put caller root", Request{Op: OpPut, Path: "/f", Dir: zx.Dir{"type": "-"}, HasCaller: true}},
+	{"find caller max", Request{Op: OpFind, Path: "/", Pred: "", HasCaller: true, Uid: math.MaxUint32, Gid: math.MaxUint32, Depth: 2}},
 }
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -122,7 +126,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			seen[tt.r.Op] = true
 			b := AppendRequest(nil, &tt.r)
-			if b[0] != tt.r.Op {
+			if b[0]&^opCaller != tt.r.Op || (b[0]&opCaller != 0) != tt.r.HasCaller {
 				t.Fatalf("first byte %d, want op %d", b[0], tt.r.Op)
 			}
 			got, err := ParseRequest(b)
@@ -165,6 +169,19 @@ func TestRequestDropsUnusedFields(t *testing.T) {
 		want := carried(full)
 		if !reflect.DeepEqual(normRequest(got), normRequest(&want)) {
 			t.Errorf("%s:\n got %+v\nwant %+v", OpName(op), got, want)
+		}
+	}
+}
+
+func TestParseRequestBadCaller(t *testing.T) {
+	for _, b := range [][]byte{
+		{OpStat | opCaller, 0, 0},       // ids missing
+		{OpStat | opCaller, 0, 0, 1},    // gid missing
+		{OpStat | opCaller, 0, 0, 0x80}, // truncated varint
+		append(binary.AppendUvarint([]byte{OpStat | opCaller, 0, 0}, 1<<32), 0), // uid too large
+	} {
+		if r, err := ParseRequest(b); !errors.Is(err, zx.ErrProtocol) || r != nil {
+			t.Errorf("ParseRequest(% x) = %+v, %v; want ErrProtocol", b, r, err)
 		}
 	}
 }

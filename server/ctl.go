@@ -85,6 +85,12 @@ func (c *conn) ctlRequest(st *mux.Stream, req *proto.Request, t zx.Tree) bool {
 	case proto.OpGet:
 		go c.items(st, f.Get(ctx, req.Off, req.Count))
 	case proto.OpPut:
+		if g, ok := t.(*guard); ok && g.readOnly {
+			// Commands are writes: a read-only key gives none, to the
+			// server or to the tree.
+			go c.fail(st, g.refuse("put", req.Path))
+			return true
+		}
 		var data io.Reader
 		if !st.RecvEnded() {
 			data = &streamReader{ctx: ctx, st: st}

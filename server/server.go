@@ -7,10 +7,18 @@
 // may pipeline create → write → rename → remove without waiting. Replies
 // are pumped back by one goroutine per request, so a slow request never
 // delays others.
+//
+// With Config.TLS set, every connection is TLS 1.3 and the client must
+// present a key that Config.Authorized grants: the connection then sees only
+// the trees granted (others are reported as not existing), read-only ones
+// through a guard that refuses every write, and each request acts as the
+// key's user (see auth.Grant.Identity), which the tree learns from the
+// request's context (zx.CallerFrom).
 package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +29,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/ctl"
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/pred"
@@ -34,6 +43,16 @@ const DefaultPort = "5640"
 type Config struct {
 	Mux    mux.Config
 	Logger *slog.Logger // nil: discard
+
+	// TLS, if set, makes the server speak TLS on every connection (see
+	// auth.ServerConfig: TLS 1.3 only, client certificates requested).
+	TLS *tls.Config
+	// Authorized says which client keys may connect and what they may
+	// do. With TLS and no Authorized, any client is served with full
+	// rights (encryption only; zx serve never does this).
+	Authorized *auth.Authorized
+	// HandshakeTimeout bounds a TLS handshake; default 10s.
+	HandshakeTimeout time.Duration
 }
 
 // Server serves a set of named trees.
@@ -133,7 +152,17 @@ func (s *Server) Serve(l net.Listener) error {
 
 // ServeConn serves one connection until it ends.
 func (s *Server) ServeConn(nc net.Conn) {
-	c := &conn{srv: s, mc: mux.Server(nc, s.cfg.Mux), remote: nc.RemoteAddr().String(), since: time.Now()}
+	var grant *auth.Grant
+	if s.cfg.TLS != nil {
+		var ok bool
+		if nc, grant, ok = s.handshake(nc); !ok {
+			return
+		}
+	}
+	c := &conn{srv: s, mc: mux.Server(nc, s.cfg.Mux), grant: grant, remote: nc.RemoteAddr().String(), since: time.Now()}
+	if grant != nil {
+		c.user = grant.User
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -196,9 +225,11 @@ func (s *Server) Close() error {
 }
 
 type conn struct {
-	srv  *Server
-	mc   *mux.Conn
-	reqs sync.WaitGroup // requests in flight
+	srv   *Server
+	mc    *mux.Conn
+	grant *auth.Grant        // nil: no authentication, full rights
+	seen  map[string]zx.Tree // trees as the grant shows them; used by the accept loop only
+	reqs  sync.WaitGroup     // requests in flight
 
 	remote string    // the client's address
 	since  time.Time // when it connected
@@ -260,15 +291,50 @@ func (c *conn) fail(st *mux.Stream, err error) {
 	st.Send(st.Context(), proto.FErr, proto.AppendError(nil, err), true)
 }
 
+// tree returns the named tree as the connection's grant shows it. A tree
+// not granted is reported exactly as one that does not exist.
 func (c *conn) tree(name string) (zx.Tree, error) {
 	if name == "" {
 		name = c.srv.defName
 	}
-	t, ok := c.srv.trees[name]
-	if !ok {
-		return nil, zx.E(zx.ErrNotExist, "attach", name, "no tree named "+name)
+	if t, ok := c.seen[name]; ok {
+		return t, nil
 	}
-	return t, nil
+	t, ok := c.srv.trees[name]
+	if c.grant == nil {
+		if !ok {
+			return nil, zx.E(zx.ErrNotExist, "attach", name, "no tree named "+name)
+		}
+		return t, nil
+	}
+	access := c.grant.Access(name)
+	if !ok || access == auth.NoAccess {
+		return nil, zx.E(zx.ErrNotExist, "attach", name, "no tree named "+name+" that user "+c.grant.User+" may use")
+	}
+	g := &guard{t: t, readOnly: access == auth.ReadOnly,
+		why: "user " + c.grant.User + " has read-only access to tree " + name}
+	if c.seen == nil {
+		c.seen = make(map[string]zx.Tree)
+	}
+	c.seen[name] = g
+	return g, nil
+}
+
+// caller returns the identity a request acts as, if the connection's key
+// gives one.
+func (c *conn) caller(req *proto.Request) (zx.Caller, bool) {
+	if c.grant == nil {
+		return zx.Caller{}, false
+	}
+	cuid, cgid := int64(-1), int64(-1)
+	if req.HasCaller {
+		cuid, cgid = int64(req.Uid), int64(req.Gid)
+	}
+	id := c.grant.Identity(cuid, cgid)
+	if id.Uid < 0 && id.Gid < 0 {
+		return zx.Caller{}, false
+	}
+	return zx.Caller{Uid: id.Uid, Gid: id.Gid}, true
 }
 
 // dispatch issues one request to its tree. It runs on the accept loop, so
@@ -276,6 +342,9 @@ func (c *conn) tree(name string) (zx.Tree, error) {
 func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	op := proto.OpName(req.Op)
 	ctx := st.Context()
+	if who, ok := c.caller(req); ok {
+		ctx = zx.WithCaller(ctx, who)
+	}
 	t, err := c.tree(req.Tree)
 	if err == nil {
 		req.Path, err = zx.CleanPath(req.Path)
