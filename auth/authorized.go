@@ -170,6 +170,11 @@ func parseGrant(f []string) (*Grant, error) {
 		}
 		g.Fingerprint = Fingerprint(pub)
 		f = f[2:]
+		// The comment zx keygen puts after the key, if the line was
+		// pasted whole.
+		if len(f) > 0 && !strings.Contains(f[0], "=") && f[0] != "multiuser" {
+			f = f[1:]
+		}
 	case ValidFingerprint(f[0]):
 		g.Fingerprint = f[0]
 		f = f[1:]

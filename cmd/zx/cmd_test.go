@@ -56,14 +56,22 @@ func TestUsage(t *testing.T) {
 }
 
 func TestServeRefusesNonLoopback(t *testing.T) {
+	// No authorized keys file (the test's configuration directory is
+	// empty): a server beyond loopback must not start.
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		r := runZX(t, "", "serve", "--listen", addr, t.TempDir()).want(t, 1, "serve --listen "+addr)
-		if !strings.Contains(r.stderr, "requires TLS") {
-			t.Errorf("serve --listen %s: %s", addr, r.stderr)
+		for _, want := range []string{"refusing to listen on " + addr + " without an authorized keys file", "zx keygen", "--authorized FILE", "docs/security.md"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("serve --listen %s does not say %q: %s", addr, want, r.stderr)
+			}
 		}
 	}
-	r := runZX(t, "", "lag", "--listen", "0.0.0.0:0", "--to", "127.0.0.1:1").want(t, 1, "lag on 0.0.0.0")
-	if !strings.Contains(r.stderr, "requires TLS") {
+	r := runZX(t, "", "serve", "--listen", "0.0.0.0:0", "--authorized", filepath.Join(t.TempDir(), "nothing"), t.TempDir()).want(t, 1, "serve with a missing --authorized")
+	if !strings.Contains(r.stderr, "without an authorized keys file") {
+		t.Errorf("serve with a missing --authorized: %s", r.stderr)
+	}
+	r = runZX(t, "", "lag", "--listen", "0.0.0.0:0", "--to", "127.0.0.1:1").want(t, 1, "lag on 0.0.0.0")
+	if !strings.Contains(r.stderr, "loopback only") {
 		t.Errorf("lag --listen 0.0.0.0:0: %s", r.stderr)
 	}
 }

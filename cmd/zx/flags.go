@@ -17,6 +17,7 @@ type commonFlags struct {
 	stats   bool
 	timeout time.Duration
 	ssh     sshFlags
+	sec     secFlags
 }
 
 // register adds the common flags to fs.
@@ -25,6 +26,7 @@ func (o *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.stats, "stats", false, "print round trips waited for, bytes in and out, and elapsed time to stderr")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long, e.g. 30s (default: no limit)")
 	o.ssh.register(fs)
+	o.sec.register(fs)
 }
 
 // newFlagSet returns an empty flag set for c whose errors are reported by

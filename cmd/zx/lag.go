@@ -19,7 +19,7 @@ func lagCommand() command {
 		help: "Lag is a proxy that forwards connections from --listen to --to through an emulated " +
 			"wide-area link: it adds --rtt of round-trip time (half in each direction) and paces each " +
 			"direction of each connection to --rate, so you can see how zx (or anything else over TCP) " +
-			"behaves far from its server. Like zx serve, it listens on loopback addresses only. " +
+			"behaves far from its server. It listens on loopback addresses only. " +
 			"For fault tests it can also break each connection: --cut-after cuts it (an RST to both ends) " +
 			"once BYTES have gone through in one direction, --cut-random after a random count up to BYTES, " +
 			"--cut-within at a random time up to DURATION after it opened (draws are repeatable with --seed), " +
@@ -72,7 +72,10 @@ func runLag(args []string) int {
 	if err != nil {
 		return usageError(c, fmt.Sprintf("bad --rate %q: want e.g. 100mbit, 10MB, 1.5GiB", *rate))
 	}
-	if err := checkLoopback(*listen); err != nil {
+	if lb, err := isLoopback(*listen); err != nil || !lb {
+		if err == nil {
+			err = fmt.Errorf("refusing to listen on %s: lag is a tool for experiments and listens on loopback only (e.g. 127.0.0.1:5641)", *listen)
+		}
 		fmt.Fprintf(os.Stderr, "zx lag: %v\n", err)
 		return exitFail
 	}

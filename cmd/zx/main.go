@@ -36,7 +36,7 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
 		benchCommand(), demoCommand(), versionCommand(), helpCommand(),
 	}
 }

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	zxBin = filepath.Join(dir, "zx")
+	// Keys, pinned servers and server state go to a directory of the
+	// test's own, never the user's.
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	build := exec.Command("go", "build", "-o", zxBin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {

@@ -41,6 +41,7 @@ func mountCommand() command {
 }
 
 type mountOptions struct {
+	sec        secFlags
 	foreground bool
 	debug      bool
 	coherency  time.Duration
@@ -84,6 +85,7 @@ func runMount(args []string) int {
 	fs.DurationVar(&o.coherency, "coherency", time.Second, "how stale cached metadata may be when the server cannot push change notices")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
 	o.ssh.register(fs)
+	o.sec.register(fs)
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
@@ -158,7 +160,13 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, err := dial(dctx, loc, o.ssh, client.Options{})
+	opts, err := clientOptions(loc, o.sec)
+	if err != nil {
+		cancel()
+		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
+		return exitFail
+	}
+	conn, err := dial(dctx, loc, o.ssh, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/dump"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
@@ -29,28 +32,40 @@ const dumpTree = "dump"
 func serveCommand() command {
 	return command{
 		name:    "serve",
-		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--dump STORE] [--ro] [--log-level LEVEL] [DIR]",
+		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--dump STORE] [--ro] [--tls] [--authorized FILE] [--state DIR] [--log-level LEVEL] [DIR]",
 		summary: "export local directories",
 		help: "Serve exports the directory DIR (default: the current directory) as the server's default tree, " +
 			"\"" + defaultTree + "\", and each --tree NAME=DIR as the tree NAME (zx://HOST/@NAME/PATH). " +
 			"--dump STORE exports a zx dump store, read-only, as the tree \"dump\" " +
 			"(zx://HOST/@dump/TREE/YYYY/MMDD/PATH), to browse or mount the past. " +
 			"No request can reach outside an exported directory, and symbolic links are never followed. " +
-			"Until this build has TLS and client keys, it listens on loopback addresses only: " +
-			"reach it from other machines through ssh port forwarding. " +
+			"On loopback it speaks plain zx unless --tls is given. On any other address it speaks " +
+			"TLS 1.3 only and serves only clients whose keys the --authorized file lists, each with " +
+			"the trees and rights (ro or rw) given there (docs/security.md); it refuses to start " +
+			"without that file. Its own key and self-signed certificate are made on first start in " +
+			"the --state directory; it prints the key's fingerprint, which clients pin (zx ls --trust " +
+			"FINGERPRINT ...). With --cert and --key it presents a certificate a CA signed instead " +
+			"(clients then use --ca). " +
 			"When it is ready it prints \"zx: serving DIR at zx://ADDR/\" to stderr. " +
 			"SIGINT or SIGTERM stop it gracefully: requests in flight get up to 10 seconds to finish. " +
 			"With --stdio it serves one connection on its standard input and output instead, and exits when " +
-			"that ends: ssh://HOST/DIR locations run \"zx serve --stdio DIR\" on HOST through ssh.",
-		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs",
-		run:     runServe,
+			"that ends: ssh://HOST/DIR locations run \"zx serve --stdio DIR\" on HOST through ssh, which " +
+			"authenticates and encrypts (no TLS then).",
+		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs\n" +
+			"zx serve --listen 0.0.0.0:5640 --authorized /etc/zx/authorized /srv/project",
+		run: runServe,
 	}
 }
 
 func runServe(args []string) int {
 	c := serveCommand()
 	fs := newFlagSet(c)
-	listen := fs.String("listen", "127.0.0.1:"+server.DefaultPort, "address to listen on (loopback only)")
+	listen := fs.String("listen", "127.0.0.1:"+server.DefaultPort, "address to listen on; anything but loopback means TLS and client keys")
+	forceTLS := fs.Bool("tls", false, "speak TLS and require authorized client keys on loopback too")
+	state := fs.String("state", "", "`DIR` keeping the server's key and certificate (default $XDG_CONFIG_HOME/zx/server or ~/.config/zx/server)")
+	authorized := fs.String("authorized", "", "`FILE` of client keys that may connect, with their users, trees and rights (default DIR/authorized in --state)")
+	certFile := fs.String("cert", "", "present the certificate chain in `FILE` (PEM, e.g. signed by a CA) instead of the self-signed one")
+	keyFile := fs.String("key", "", "the private key of --cert (PEM `FILE`)")
 	ro := fs.Bool("ro", false, "export every tree read-only")
 	stdio := fs.Bool("stdio", false, "serve one connection on standard input and output (what ssh:// locations run), then exit")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
@@ -93,14 +108,32 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "zx serve: "+format+"\n", a...)
 		return exitFail
 	}
+	loopback := true // --stdio: ssh authenticates and encrypts
 	if *stdio {
 		listenSet := false
-		fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
+		fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" || f.Name == "tls" })
 		if listenSet {
-			return usageError(c, "--stdio and --listen exclude each other")
+			return usageError(c, "--stdio excludes --listen and --tls (ssh authenticates and encrypts)")
 		}
-	} else if err := checkLoopback(*listen); err != nil {
-		return fail("%v", err)
+	} else {
+		var err error
+		if loopback, err = isLoopback(*listen); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		return usageError(c, "--cert and --key go together")
+	}
+	useTLS := *forceTLS || !loopback
+	var tlsCfg *tls.Config
+	var authz *auth.Authorized
+	var fingerprint string
+	if useTLS {
+		var msg string
+		tlsCfg, authz, fingerprint, msg = serverSecurity(*listen, *state, *authorized, *certFile, *keyFile)
+		if msg != "" {
+			return fail("%s", msg)
+		}
 	}
 	exported := make(map[string]zx.Tree)
 	for _, name := range order {
@@ -132,7 +165,7 @@ func runServe(args []string) int {
 		order = append(order, dumpTree)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	srv, err := server.New(exported, defaultTree, server.Config{Logger: log})
+	srv, err := server.New(exported, defaultTree, server.Config{Logger: log, TLS: tlsCfg, Authorized: authz})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -146,9 +179,13 @@ func runServe(args []string) int {
 		}
 		return fail("cannot listen on %s: %v", *listen, err)
 	}
-	if err := checkLoopback(l.Addr().String()); err != nil {
-		l.Close()
-		return fail("%v", err)
+	if !useTLS {
+		// The name may resolve otherwise now than it did: check the
+		// address actually bound.
+		if lb, err := isLoopback(l.Addr().String()); err != nil || !lb {
+			l.Close()
+			return fail("%s resolved to %s, which is not loopback: give --tls and --authorized", *listen, l.Addr())
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -158,7 +195,14 @@ func runServe(args []string) int {
 	for _, name := range order[1:] {
 		log.Info("exporting", "tree", name, "dir", trees[name])
 	}
-	log.Info("serving", "read-only", *ro)
+	log.Info("serving", "read-only", *ro, "tls", useTLS)
+	if useTLS {
+		if fingerprint != "" {
+			fmt.Fprintf(os.Stderr, "zx: TLS with authorized keys from %s; server key %s (clients pin it: --trust %s)\n", authz.Path(), fingerprint, fingerprint)
+		} else {
+			fmt.Fprintf(os.Stderr, "zx: TLS with authorized keys from %s; certificate from %s (clients verify it: --ca FILE)\n", authz.Path(), *certFile)
+		}
+	}
 	fmt.Fprintf(os.Stderr, "zx: serving %s at zx://%s/\n", trees[defaultTree], l.Addr())
 
 	select {
@@ -177,17 +221,16 @@ func runServe(args []string) int {
 	return exitOK
 }
 
-// checkLoopback refuses addresses that are not loopback ones: without TLS
-// and client keys, a server must not be reachable from other machines.
-func checkLoopback(addr string) error {
+// isLoopback reports whether addr (HOST:PORT) is a loopback address, where
+// a server may speak plain zx: every address its host resolves to must be
+// loopback.
+func isLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("bad address %q: %v (want HOST:PORT, e.g. 127.0.0.1:5640)", addr, err)
+		return false, fmt.Errorf("bad address %q: %v (want HOST:PORT, e.g. 127.0.0.1:5640)", addr, err)
 	}
-	refuse := fmt.Errorf("refusing to listen on %s: listening beyond loopback requires TLS and client keys, "+
-		"which this build does not have yet; use ssh port forwarding or listen on 127.0.0.1", addr)
 	if host == "" {
-		return refuse
+		return false, nil
 	}
 	var ips []net.IP
 	if ip := net.ParseIP(host); ip != nil {
@@ -197,19 +240,54 @@ func checkLoopback(addr string) error {
 		defer cancel()
 		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
 		if err != nil {
-			return fmt.Errorf("cannot resolve %s: %v", host, err)
+			return false, fmt.Errorf("cannot resolve %s: %v", host, err)
 		}
 		for _, a := range addrs {
 			ips = append(ips, a.IP)
 		}
 	}
-	if len(ips) == 0 {
-		return refuse
-	}
 	for _, ip := range ips {
 		if !ip.IsLoopback() {
-			return refuse
+			return false, nil
 		}
 	}
-	return nil
+	return len(ips) > 0, nil
+}
+
+// serverSecurity loads the server's TLS identity and authorized file. On
+// failure it returns a message saying what to do.
+func serverSecurity(listen, state, authorized, certFile, keyFile string) (*tls.Config, *auth.Authorized, string, string) {
+	if state == "" {
+		var err error
+		if state, err = configPath("server"); err != nil {
+			return nil, nil, "", err.Error()
+		}
+	}
+	if authorized == "" {
+		authorized = filepath.Join(state, "authorized")
+	}
+	authz, err := auth.LoadAuthorized(authorized)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, "", fmt.Sprintf("refusing to listen on %s without an authorized keys file: %s does not exist. "+
+			"Create it with one line per client key, e.g.\n\n"+
+			"    zx-ed25519 AAAAC3Nz...= user=alice tree=main:rw\n\n"+
+			"(clients make their keys with 'zx keygen'; the format is in docs/security.md), "+
+			"or name another file with --authorized FILE, or listen on 127.0.0.1 without --tls", listen, authorized)
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Sprintf("authorized keys: %v", err)
+	}
+	var id *auth.ServerIdentity
+	if certFile != "" {
+		id, err = auth.LoadCertFiles(certFile, keyFile)
+	} else {
+		id, err = auth.LoadServerIdentity(state)
+		if err == nil && id.Created {
+			fmt.Fprintf(os.Stderr, "zx: made a new server key in %s\n", state)
+		}
+	}
+	if err != nil {
+		return nil, nil, "", err.Error()
+	}
+	return auth.ServerConfig(id), authz, id.Fingerprint, ""
 }

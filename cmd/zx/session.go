@@ -146,7 +146,11 @@ func (s *session) tree(loc client.Location) (*client.Tree, error) {
 	c, ok := s.conns[loc.Addr]
 	if !ok {
 		var err error
-		c, err = dial(s.ctx, loc, s.opts.ssh, client.Options{})
+		opts, err := clientOptions(loc, s.opts.sec)
+		if err != nil {
+			return nil, err
+		}
+		c, err = dial(s.ctx, loc, s.opts.ssh, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -181,6 +185,9 @@ func explain(err error) string {
 			msg += " (cancelled)"
 		}
 	case zx.ErrReadOnly:
+		if strings.Contains(msg, "read-only access") {
+			return msg
+		}
 		return msg + " (the tree is served read-only: see zx serve --ro)"
 	case zx.ErrIO:
 		if strings.Contains(msg, "connection") || strings.Contains(msg, "EOF") {

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zxfs/zx/auth"
+)
+
+// keygen makes a key in a directory of its own and returns its file and
+// public key line.
+func keygen(t *testing.T) (string, string) {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "id_ed25519")
+	r := runZX(t, "", "keygen", "-f", key, "-C", "test@host").want(t, 0, "keygen")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "zx-ed25519 ") || !strings.HasSuffix(lines[0], " test@host") || !auth.ValidFingerprint(lines[1]) {
+		t.Fatalf("keygen printed %q", r.stdout)
+	}
+	st, err := os.Stat(key)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", st, err)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil || strings.TrimSpace(string(pub)) != lines[0] {
+		t.Fatalf("%s.pub: %q %v", key, pub, err)
+	}
+	return key, lines[0]
+}
+
+func TestKeygen(t *testing.T) {
+	key, pub := keygen(t)
+	// Never overwrites.
+	before, _ := os.ReadFile(key)
+	r := runZX(t, "", "keygen", "-f", key).want(t, 1, "keygen over an existing key")
+	if !strings.Contains(r.stderr, "exists") || !strings.Contains(r.stderr, "--print") {
+		t.Errorf("keygen over a key: %s", r.stderr)
+	}
+	if after, _ := os.ReadFile(key); string(after) != string(before) {
+		t.Fatal("keygen replaced a key")
+	}
+	var v map[string]string
+	r = runZX(t, "", "keygen", "-f", key, "--print", "--json", "-C", "test@host").want(t, 0, "keygen --print --json")
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v["publicKey"] != pub || !auth.ValidFingerprint(v["fingerprint"]) || v["file"] != key {
+		t.Fatalf("keygen --print --json: %q %v", r.stdout, err)
+	}
+	// A key others can read is refused, as ssh does.
+	os.Chmod(key, 0o644)
+	r = runZX(t, "", "keygen", "-f", key, "--print").want(t, 1, "keygen --print of a readable key")
+	if !strings.Contains(r.stderr, "chmod 600") {
+		t.Errorf("readable key: %s", r.stderr)
+	}
+}
+
+// The whole path through the command: keys, an authorized file, a TLS
+// server on loopback, pinning, rights.
+func TestTLSCommands(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("hello\n"))
+	other := t.TempDir()
+	writeFile(t, filepath.Join(other, "hidden.txt"), []byte("secret\n"))
+	rwKey, rwPub := keygen(t)
+	roKey, roPub := keygen(t)
+	state := filepath.Join(t.TempDir(), "state")
+	id, err := auth.LoadServerIdentity(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte("# test keys\n"+rwPub+" user=wendy tree=main:rw\n"+roPub+" user=rita tree=main:ro\n"))
+	addr := serve(t, dir, "--tls", "--state", state, "--authorized", authz, "--tree", "other="+other)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	loc := "zx://" + addr + "/"
+
+	// Unknown server, no terminal: refused, saying what to do.
+	r := runZX(t, "", "ls", "--tls", "--identity", rwKey, "--known-hosts", kh, loc).want(t, 1, "ls of an unknown server")
+	if !strings.Contains(r.stderr, "is not known") || !strings.Contains(r.stderr, "--trust "+id.Fingerprint) {
+		t.Errorf("ls of an unknown server: %s", r.stderr)
+	}
+	// Plain to a TLS server: refused, saying what to do.
+	r = runZX(t, "", "ls", loc).want(t, 1, "plain ls of a TLS server")
+	if !strings.Contains(r.stderr, "speaks only TLS") {
+		t.Errorf("plain ls of a TLS server: %s", r.stderr)
+	}
+	// Trusted: works and pins.
+	r = runZX(t, "", "ls", "--tls", "--identity", rwKey, "--known-hosts", kh, "--trust", id.Fingerprint, loc).want(t, 0, "ls --trust")
+	if !strings.Contains(r.stdout, "a.txt") {
+		t.Errorf("ls --trust printed %q", r.stdout)
+	}
+	r = runZX(t, "", "get", "--tls", "--identity", rwKey, "--known-hosts", kh, loc+"a.txt").want(t, 0, "get after pinning")
+	if r.stdout != "hello\n" {
+		t.Errorf("get printed %q", r.stdout)
+	}
+	runZX(t, "new\n", "put", "--tls", "--identity", rwKey, "--known-hosts", kh, loc+"b.txt").want(t, 0, "put with a rw key")
+	// The tree not granted is not there.
+	r = runZX(t, "", "ls", "--tls", "--identity", rwKey, "--known-hosts", kh, "zx://"+addr+"/@other/").want(t, 1, "ls of an ungranted tree")
+	if !strings.Contains(r.stderr, "no tree named other that user wendy may use") {
+		t.Errorf("ls of an ungranted tree: %s", r.stderr)
+	}
+	// A read-only key reads but does not write.
+	runZX(t, "", "get", "--tls", "--identity", roKey, "--known-hosts", kh, loc+"b.txt").want(t, 0, "get with a ro key")
+	for _, args := range [][]string{
+		{"put", loc + "c.txt"},
+		{"rm", loc + "b.txt"},
+		{"mv", loc + "b.txt", loc + "d.txt"},
+		{"wstat", loc + "b.txt", "mode=0600"},
+	} {
+		r := runZX(t, "x\n", append(args, "--tls", "--identity", roKey, "--known-hosts", kh)...).want(t, 1, args[0]+" with a ro key")
+		if !strings.Contains(r.stderr, "user rita has read-only access to tree main") {
+			t.Errorf("%s with a ro key: %s", args[0], r.stderr)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "new\n" {
+		t.Errorf("b.txt holds %q after the ro key's attempts", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "c.txt")); err == nil {
+		t.Error("a ro key created c.txt")
+	}
+	// A key the server does not know.
+	strangerKey, _ := keygen(t)
+	r = runZX(t, "", "ls", "--tls", "--identity", strangerKey, "--known-hosts", kh, loc).want(t, 1, "ls with an unknown key")
+	if !strings.Contains(r.stderr, "is not authorized on this server") {
+		t.Errorf("ls with an unknown key: %s", r.stderr)
+	}
+	// No key at all: told to make one, before dialling.
+	r = runZX(t, "", "ls", "--tls", "--identity", filepath.Join(t.TempDir(), "none"), "--known-hosts", kh, loc).want(t, 1, "ls without a key")
+	if !strings.Contains(r.stderr, "zx keygen") {
+		t.Errorf("ls without a key: %s", r.stderr)
+	}
+}
