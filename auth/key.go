@@ -30,9 +30,9 @@ import (
 // KeyType is the first field of a public key written as text.
 const KeyType = "zx-ed25519"
 
-// Fingerprint returns the SHA-256 fingerprint of a public key, as ssh
-// prints them: "SHA256:" and the unpadded base64 of the hash of the raw
-// 32-byte key.
+// Fingerprint returns the SHA-256 fingerprint of a public key, written as
+// ssh writes its own: "SHA256:" and the unpadded base64 of the hash (here,
+// of the raw 32-byte key).
 func Fingerprint(pub ed25519.PublicKey) string {
 	h := sha256.Sum256(pub)
 	return "SHA256:" + base64.RawStdEncoding.EncodeToString(h[:])

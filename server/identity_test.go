@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/zxfs/zx"
+)
+
+// owner returns the uid and gid of a file.
+func owner(t *testing.T, p string) (uint32, uint32) {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid
+}
+
+// Requests act as the key's user: what they create belongs to that user,
+// and they cannot give entries away. A per-request identity is honoured
+// only on a multi-user key.
+func TestRequestsActAsKeyUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("SKIPPED: creating files owned by other users needs root (CI runs tests as root)")
+	}
+	ann, share := newKey(t), newKey(t)
+	s := startTLS(t, "", t.TempDir(),
+		grantLine(ann, "user=ann tree=*:rw uid=2001 gid=2002")+
+			grantLine(share, "user=share tree=*:rw multiuser uidmap=1000:3000 gidmap=100:3100"))
+	ctx := context.Background()
+	dir := s.dirs["main"]
+	want := func(name string, uid, gid uint32) {
+		t.Helper()
+		if u, g := owner(t, filepath.Join(dir, name)); u != uid || g != gid {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", name, u, g, uid, gid)
+		}
+	}
+
+	a := dialTLS(t, s, ann).Tree("")
+	// A single-user key: what the request says is ignored.
+	actx := zx.WithCaller(ctx, zx.Caller{Uid: 4444, Gid: 4444})
+	if _, err := zx.WriteFile(actx, a, "/ann.txt", nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	want("ann.txt", 2001, 2002)
+	if _, err := zx.Mkdir(ctx, a, "/ann.d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want("ann.d", 2001, 2002)
+	// Giving entries away is refused, and changes nothing.
+	for _, d := range []zx.Dir{{zx.AUid: "0"}, {zx.AGid: "0"}, {zx.AUid: "2001", zx.AGid: "1"}} {
+		_, err := zx.Wstat(ctx, a, "/ann.txt", d)
+		if !errors.Is(err, zx.ErrNotPermit) || !strings.Contains(err.Error(), "act as uid 2001, gid 2002") {
+			t.Errorf("wstat %v: %v", d, err)
+		}
+		r := <-a.Put(ctx, "/given.txt", zx.Dir{zx.AType: zx.TypeFile, zx.AUid: d[zx.AUid], zx.AGid: d[zx.AGid]}, 0, nil)
+		if !errors.Is(r.Err, zx.ErrNotPermit) {
+			t.Errorf("put %v: %v", d, r.Err)
+		}
+	}
+	want("ann.txt", 2001, 2002)
+	if _, err := os.Lstat(filepath.Join(dir, "given.txt")); err == nil {
+		t.Error("a refused put created given.txt")
+	}
+	// Setting one's own ids is fine.
+	if _, err := zx.Wstat(ctx, a, "/ann.txt", zx.Dir{zx.AUid: "2001", zx.AGid: "2002", zx.AMode: "04755"}); err != nil {
+		t.Errorf("wstat to one's own ids: %v", err)
+	}
+
+	// A multi-user key: each request acts as the user it says, mapped.
+	m := dialTLS(t, s, share).Tree("")
+	for _, tc := range []struct {
+		name     string
+		c        *zx.Caller
+		uid, gid uint32
+	}{
+		{"mapped", &zx.Caller{Uid: 1000, Gid: 100}, 3000, 3100},
+		{"unmapped", &zx.Caller{Uid: 1234, Gid: 1235}, 1234, 1235},
+		{"root", &zx.Caller{Uid: 0, Gid: 0}, 65534, 65534}, // squashed
+		{"none", nil, 0, 0},                                 // the key has no ids: the server's own
+	} {
+		cctx := ctx
+		if tc.c != nil {
+			cctx = zx.WithCaller(ctx, *tc.c)
+		}
+		if _, err := zx.WriteFile(cctx, m, "/"+tc.name, nil, []byte("x")); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want(tc.name, tc.uid, tc.gid)
+	}
+	// A squashed root cannot give files to root.
+	rctx := zx.WithCaller(ctx, zx.Caller{Uid: 0, Gid: 0})
+	if _, err := zx.Wstat(rctx, m, "/root", zx.Dir{zx.AUid: "0"}); !errors.Is(err, zx.ErrNotPermit) {
+		t.Errorf("squashed root giving a file to root: %v", err)
+	}
+}
