@@ -553,6 +553,7 @@ func TestReadOnlyKeyWritesNothing(t *testing.T) {
 		{"wstat owner", reply(tr.Wstat(ctx, "/d/f", zx.Dir{zx.AUid: "0"}))},
 		{"wstat user attribute", reply(tr.Wstat(ctx, "/d/f", zx.Dir{"tag": "x"}))},
 		{"wstat nothing", reply(tr.Wstat(ctx, "/d/f", zx.Dir{}))},
+		{"link", reply(zx.Link(ctx, tr, "/d/f", "/d/hard"))},
 		{"move", <-tr.Move(ctx, "/d/f", "/d/moved")},
 		{"move onto", <-tr.Move(ctx, "/d/sub/g", "/d/f")},
 		{"remove", <-tr.Remove(ctx, "/d/f")},
@@ -569,9 +570,18 @@ func TestReadOnlyKeyWritesNothing(t *testing.T) {
 	if after := snapshot(t, s.dirs["main"]); after != before {
 		t.Fatalf("the read-only tree changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	// The same key writes the tree it may write.
+	if d, err := zx.Stat(ctx, tr, "/d/f"); err != nil || d["nlink"] != "1" {
+		t.Fatalf("after a refused link: %v %v", d, err)
+	}
+	if r := <-zx.StatFS(ctx, tr, "/"); r.Err != nil || r.Dir["bsize"] == "" {
+		t.Fatalf("statfs with a read-only key: %v %v", r.Dir, r.Err)
+	}
+	// The same key writes the tree it may write, links included.
 	if _, err := zx.WriteFile(ctx, c.Tree("src"), "/d/f", nil, []byte("new")); err != nil {
 		t.Fatalf("write to the rw tree: %v", err)
+	}
+	if r := <-zx.Link(ctx, c.Tree("src"), "/d/f", "/d/hard"); r.Err != nil {
+		t.Fatalf("link in the rw tree: %v", r.Err)
 	}
 }
 

@@ -21,9 +21,11 @@ type guard struct {
 }
 
 var (
-	_ zx.Tree    = (*guard)(nil)
-	_ zx.Finder  = (*guard)(nil)
-	_ zx.Watcher = (*guard)(nil)
+	_ zx.Tree     = (*guard)(nil)
+	_ zx.Finder   = (*guard)(nil)
+	_ zx.Watcher  = (*guard)(nil)
+	_ zx.Linker   = (*guard)(nil)
+	_ zx.StatFSer = (*guard)(nil)
 )
 
 func (g *guard) refuse(op, path string) error {
@@ -119,6 +121,17 @@ func (g *guard) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Repl
 		return replyErr(err)
 	}
 	return g.t.Wstat(ctx, path, d)
+}
+
+func (g *guard) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Reply {
+	if g.readOnly {
+		return replyErr(g.refuse("link", newpath))
+	}
+	return zx.Link(ctx, g.t, oldpath, newpath)
+}
+
+func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
+	return zx.StatFS(ctx, g.t, path)
 }
 
 func (g *guard) Find(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {

@@ -84,7 +84,7 @@ func TestRequestsActAsKeyUser(t *testing.T) {
 		{"mapped", &zx.Caller{Uid: 1000, Gid: 100}, 3000, 3100},
 		{"unmapped", &zx.Caller{Uid: 1234, Gid: 1235}, 1234, 1235},
 		{"root", &zx.Caller{Uid: 0, Gid: 0}, 65534, 65534}, // squashed
-		{"none", nil, 0, 0},                                 // the key has no ids: the server's own
+		{"none", nil, 0, 0}, // the key has no ids: the server's own
 	} {
 		cctx := ctx
 		if tc.c != nil {
