@@ -434,6 +434,11 @@ func (c *Cache) cachedData(p string, d zx.Dir) ([]byte, bool) {
 }
 
 func (c *Cache) setData(p string, d zx.Dir, data []byte) {
+	if d.Size() == 0 {
+		// Zero-length files are never cached: synthetic files and
+		// streams say 0 whatever they hold (Op §8).
+		return
+	}
 	if int64(len(data)) > c.opts.MaxFileCache || int64(len(data)) > c.opts.MemBytes {
 		return
 	}

@@ -60,11 +60,17 @@ func serve(t *testing.T, tr zx.Tree) string {
 
 func newStack(t *testing.T, withMount bool) *stack {
 	t.Helper()
+	return newStackOver(t, t.TempDir(), lfs.Options{}, withMount)
+}
+
+// newStackOver is newStack exporting dir.
+func newStackOver(t *testing.T, dir string, opts lfs.Options, withMount bool) *stack {
+	t.Helper()
 	if withMount {
 		canMount(t)
 	}
-	s := &stack{disk: t.TempDir()}
-	fs, err := lfs.New(s.disk, lfs.Options{})
+	s := &stack{disk: dir}
+	fs, err := lfs.New(s.disk, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,4 +388,34 @@ func TestNoControlBelow(t *testing.T) {
 func write(ctx context.Context, t zx.Tree, cmds []byte) error {
 	_, err := zx.WriteFile(ctx, t, ctl.Path, nil, cmds)
 	return err
+}
+
+// TestZeroLengthFiles reads files that say they are empty but are not
+// (procfs, exported read-only) through the mount: they are read with
+// direct I/O to their end and never cached, so a file that changes at
+// every read reads differently each time.
+func TestZeroLengthFiles(t *testing.T) {
+	const dir = "/proc/sys/kernel"
+	if b, err := os.ReadFile(dir + "/random/uuid"); err != nil || len(b) == 0 {
+		t.Skip("!!! SKIPPING: no " + dir + "/random/uuid to read !!!")
+	}
+	s := newStackOver(t, dir, lfs.Options{ReadOnly: true, NoXattrs: true}, true)
+	st, err := os.Stat(filepath.Join(s.mnt, "ostype"))
+	if err != nil || st.Size() != 0 {
+		t.Fatalf("ostype on the mount: %v %v (want size 0)", st, err)
+	}
+	want, err := os.ReadFile(dir + "/ostype")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got := run(t, "cat", filepath.Join(s.mnt, "ostype")); got != string(want) {
+			t.Errorf("cat ostype on the mount: %q, want %q", got, want)
+		}
+	}
+	a := run(t, "cat", filepath.Join(s.mnt, "random/uuid"))
+	b := run(t, "cat", filepath.Join(s.mnt, "random/uuid"))
+	if len(a) != 37 || a == b {
+		t.Errorf("two reads of random/uuid: %q and %q: want two different uuids", a, b)
+	}
 }

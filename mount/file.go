@@ -29,6 +29,7 @@ type handle struct {
 	ops     []wop // writes and truncations to send, in order (!rewrite)
 	dirty   bool
 	rs      *rstream
+	direct  bool // read as a stream, whatever the size (see Open)
 }
 
 // wop is a write (data at off) or, with data nil, a truncation to off.
@@ -85,8 +86,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.kept = v
 	}
 	n.mu.Unlock()
-	if d.Type() == zx.TypeCtl {
+	if d.Type() == zx.TypeCtl || d.Type() == zx.TypeFile && d.Size() == 0 && flags&syscall.O_TRUNC == 0 {
+		// Synthetic and zero-length files (Op §8: a device or a
+		// stream often says 0) are read as they come, never cached,
+		// their size ignored.
 		fl = fuse.FOPEN_DIRECT_IO
+		h.direct = true
 	}
 	return h, fl, 0
 }
@@ -164,6 +169,13 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, syscall.EINTR
 	}
 	defer h.mu.Unlock()
+	if h.direct && !h.dirty {
+		n, e := h.readStream(ctx, dest, off)
+		if e != 0 {
+			return nil, e
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
 	if off >= h.size {
 		return fuse.ReadResultData(nil), 0
 	}
