@@ -86,10 +86,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.kept = v
 	}
 	n.mu.Unlock()
-	if d.Type() == zx.TypeCtl || d.Type() == zx.TypeFile && d.Size() == 0 && flags&syscall.O_TRUNC == 0 {
+	if d.Type() == zx.TypeCtl || d.Type() == zx.TypeFile && d.Size() == 0 && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		// Synthetic and zero-length files (Op §8: a device or a
 		// stream often says 0) are read as they come, never cached,
-		// their size ignored.
+		// their size ignored. Only when opened for reading: a file
+		// opened to write grows like any other, and may be mapped
+		// shared (which direct I/O forbids).
 		fl = fuse.FOPEN_DIRECT_IO
 		h.direct = true
 	}
