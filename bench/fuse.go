@@ -115,6 +115,11 @@ type fuseJob struct {
 	progress func() (done, total int64)
 	// check verifies the outcome of a complete run (nil: fine).
 	check func() error
+	// subs and whole, when set, replace the tree's subtrees and the
+	// whole tree for projections from a subtree (the git repository
+	// holds only part of the tree).
+	subs  []subtree
+	whole *subtree
 	// items is what a complete run handles (entries, files, bytes).
 	items int64
 	// coldOf: for a warm job, the cold job whose cost its untimed first
@@ -442,9 +447,26 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 	add(tar(false, FTar))
 	add(tar(true, FTarWB))
 
-	add(&fuseJob{w: FGit, label: "git status (warm)", warm: true, items: fx.repoFiles,
+	// git status with a pathspec looks at that part of the index and
+	// the work tree only: the subtree runs for projections.
+	var repoSubs []subtree
+	for _, s := range r.subs {
+		for _, d := range fx.sliceDirs {
+			if s.rel == d || strings.HasPrefix(s.rel, d+"/") {
+				repoSubs = append(repoSubs, s)
+			}
+		}
+	}
+	repoWhole := fx.slice
+	repoWhole.rel = "."
+	add(&fuseJob{w: FGit, label: "git status (warm)", warm: true, items: fx.repoFiles, unit: unitFiles, rough: 1,
+		subs: repoSubs, whole: &repoWhole,
 		cmd: func(mnt, rel string) []string {
-			return []string{"git", "-c", "safe.directory=*", "-C", filepath.Join(mnt, "repo"), "status", "--porcelain"}
+			args := []string{"git", "-c", "safe.directory=*", "-C", filepath.Join(mnt, "repo"), "status", "--porcelain"}
+			if rel != "." {
+				args = append(args, "--", rel)
+			}
+			return args
 		}})
 	cproj := filepath.Join(r.export, "cproj")
 	add(&fuseJob{w: FMake, label: fmt.Sprintf("make (%d .c files)", fx.cFiles+1), rough: 30, items: int64(fx.cFiles + 1),
@@ -457,8 +479,12 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 			return nil
 		},
 		progress: func() (int64, int64) {
+			// Objects built, and the program linked.
 			_, objs := countEntries(cproj, ".o")
-			return objs, int64(fx.cFiles + 1)
+			if _, err := os.Stat(filepath.Join(cproj, "prog")); err == nil {
+				objs++
+			}
+			return objs, int64(fx.cFiles + 2)
 		},
 		check: func() error {
 			out, err := exec.Command(filepath.Join(cproj, "prog")).Output()

@@ -109,6 +109,24 @@ func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duratio
 	return nil
 }
 
+func (l *linkRun) mountPoint(sys string) string {
+	if sys == "zx" {
+		return filepath.Join(l.dir, "zmnt")
+	}
+	return filepath.Join(l.dir, "mnt")
+}
+
+// method is j's command line on subtree rel, for the report.
+func (l *linkRun) method(j *fuseJob, sys, rel string) string {
+	mnt := l.mountPoint(sys)
+	m := strings.ReplaceAll(strings.Join(j.cmd(mnt, rel), " "), mnt, "MNT")
+	m = strings.ReplaceAll(m, l.dir, "LOCAL")
+	if j.warm {
+		m += " (run once untimed first)"
+	}
+	return m
+}
+
 // fuseOnce mounts for sys, runs job on subtree rel with the time cap capd,
 // and unmounts.
 func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, capd time.Duration) (*Result, error) {
@@ -118,16 +136,9 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 			return nil, err
 		}
 	}
-	mnt := filepath.Join(l.dir, "mnt")
-	if sys == "zx" {
-		mnt = filepath.Join(l.dir, "zmnt")
-	}
+	mnt := l.mountPoint(sys)
 	args := j.cmd(mnt, rel)
-	res.Method = strings.ReplaceAll(strings.Join(args, " "), mnt, "MNT")
-	res.Method = strings.ReplaceAll(res.Method, l.dir, "LOCAL")
-	if j.warm {
-		res.Method += " (run once untimed first)"
-	}
+	res.Method = l.method(j, sys, rel)
 	var bytes func() int64
 	rts := func() int64 { return -1 }
 	switch sys {
@@ -252,7 +263,7 @@ func (l *linkRun) fuseEstimateWarm(j *fuseJob, sys string) (float64, bool) {
 
 func (j *fuseJob) roughUnits(r *runner) int64 {
 	if j.unit != "" {
-		return unitsOf(j.unit, r.whole())
+		return unitsOf(j.unit, j.wholeOf(r))
 	}
 	return j.items
 }
@@ -270,11 +281,15 @@ func unitsOf(unit string, s subtree) int64 {
 // fuseSubtree picks the largest subtree whose run should take about budget
 // seconds at this RTT, given the estimated time of the whole.
 func (l *linkRun) fuseSubtree(j *fuseJob, whole, budget float64) subtree {
-	total := unitsOf(j.unit, l.whole())
+	total := unitsOf(j.unit, j.wholeOf(l.runner))
 	per := whole / float64(max(total, 1))
 	var best, smallest *subtree
-	for i := range l.subs {
-		s := &l.subs[i]
+	subs := l.subs
+	if j.subs != nil {
+		subs = j.subs
+	}
+	for i := range subs {
+		s := &subs[i]
 		u := unitsOf(j.unit, *s)
 		if u < 5 || u >= total {
 			continue
@@ -290,9 +305,17 @@ func (l *linkRun) fuseSubtree(j *fuseJob, whole, budget float64) subtree {
 		best = smallest
 	}
 	if best == nil {
-		return l.whole()
+		return j.wholeOf(l.runner)
 	}
 	return *best
+}
+
+// wholeOf returns what the whole of j's work covers.
+func (j *fuseJob) wholeOf(r *runner) subtree {
+	if j.whole != nil {
+		return *j.whole
+	}
+	return r.whole()
 }
 
 // fuseJob measures job j on sys at this link, with the cap: the whole
@@ -319,7 +342,7 @@ func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
 			if err != nil {
 				return err
 			}
-			res.Method = strings.ReplaceAll(sr.Method, "/"+sub.rel, "")
+			res.Method = l.method(j, sys, ".")
 			why = l.projectSubtree(res, j, sr, sub)
 		} else {
 			short := capd / 3
@@ -372,7 +395,7 @@ func (l *linkRun) projectSubtree(res *Result, j *fuseJob, sr *Result, sub subtre
 	if sr.Error != "" || sr.Capped {
 		return fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel)
 	}
-	u, total := unitsOf(j.unit, sub), unitsOf(j.unit, l.whole())
+	u, total := unitsOf(j.unit, sub), unitsOf(j.unit, j.wholeOf(l.runner))
 	res.Projected = sr.Seconds * float64(total) / float64(u)
 	res.RoundTrips = -1 // a count is not projected
 	rts := ""
@@ -418,7 +441,7 @@ func (l *linkRun) fuseFile(ctx context.Context) error {
 			if !l.cfg.fuseWant(j.w) {
 				continue
 			}
-			res, err := l.fuseOnce(ctx, j, sys, ".", l.cfg.Cap)
+			res, err := l.fuseOnce(ctx, j, sys, ".", fileCap(l.cfg.Cap))
 			if err != nil {
 				return err
 			}
@@ -431,3 +454,7 @@ func (l *linkRun) fuseFile(ctx context.Context) error {
 	}
 	return nil
 }
+
+// fileCap is the cap of the big file's transfers: they are not projected,
+// so they get at least 90 s (sshfs reads 128 MiB at 100 ms in about 55 s).
+func fileCap(c time.Duration) time.Duration { return max(c, 90*time.Second) }
