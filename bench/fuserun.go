@@ -338,12 +338,12 @@ func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
 				budget = min(budget, 15)
 			}
 			sub := l.fuseSubtree(j, est, budget)
-			sr, err := l.fuseOnce(ctx, j, sys, sub.rel, capd)
+			w, err := l.projectSubtree(ctx, res, j, sys, sub, capd)
 			if err != nil {
 				return err
 			}
+			why = w
 			res.Method = l.method(j, sys, ".")
-			why = l.projectSubtree(res, j, sr, sub)
 		} else {
 			short := capd / 3
 			sr, err := l.fuseOnce(ctx, j, sys, ".", short)
@@ -360,7 +360,7 @@ func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
 			res.RoundTrips = -1
 			why = l.projectProgress(res, j, short)
 		}
-		res.ProjectedFrom = fmt.Sprintf("full run not attempted (expected ≈ %.0f s from smaller RTTs, over the %.0f s cap); %s", est, capd.Seconds(), why)
+		res.ProjectedFrom = fmt.Sprintf("full run not attempted (expected ≈ %.0f s, over the %.0f s cap); %s", est, capd.Seconds(), why)
 		l.add(res)
 		return nil
 	}
@@ -368,20 +368,25 @@ func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
 	if err != nil {
 		return err
 	}
-	if res.Capped && res.ProjectedFrom == "" {
+	if res.Capped {
+		why := res.ProjectedFrom // set when the untimed first run was capped
+		if why != "" {
+			why += "; "
+		}
 		switch {
 		case j.progress != nil:
-			res.ProjectedFrom = l.projectProgress(res, j, capd)
+			why += l.projectProgress(res, j, capd)
 		case j.unit != "":
 			sub := l.fuseSubtree(j, capd.Seconds()*3, capd.Seconds()/3)
-			sr, err := l.fuseOnce(ctx, j, sys, sub.rel, capd)
+			w, err := l.projectSubtree(ctx, res, j, sys, sub, capd)
 			if err != nil {
 				return err
 			}
-			res.ProjectedFrom = l.projectSubtree(res, j, sr, sub)
+			why += w
 		default:
-			res.ProjectedFrom = "no projection"
+			why += "no projection"
 		}
+		res.ProjectedFrom = why
 	}
 	if res.Items == 0 && res.Error == "" && !res.Capped {
 		res.Items = j.items
@@ -390,20 +395,37 @@ func (l *linkRun) fuseJob(ctx context.Context, j *fuseJob, sys string) error {
 	return nil
 }
 
-// projectSubtree sets res's projection from the subtree run sr.
-func (l *linkRun) projectSubtree(res *Result, j *fuseJob, sr *Result, sub subtree) string {
+// projectSubtree runs j on subtree sub and sets res's projection from
+// it, scaled by j's unit. For a job with a fixed cost (fixedRel), a run
+// on nothing measures that cost, which is not scaled.
+func (l *linkRun) projectSubtree(ctx context.Context, res *Result, j *fuseJob, sys string, sub subtree, capd time.Duration) (string, error) {
+	sr, err := l.fuseOnce(ctx, j, sys, sub.rel, capd)
+	if err != nil {
+		return "", err
+	}
+	res.RoundTrips = -1 // a count is not projected
 	if sr.Error != "" || sr.Capped {
-		return fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel)
+		return fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel), nil
+	}
+	fixed, fixedNote := 0.0, ""
+	if j.fixedRel != "" {
+		fr, err := l.fuseOnce(ctx, j, sys, j.fixedRel, capd)
+		if err != nil {
+			return "", err
+		}
+		if fr.Error == "" && !fr.Capped {
+			fixed = min(fr.Seconds, sr.Seconds)
+			fixedNote = fmt.Sprintf("%.2f s for nothing (%s) + ", fixed, j.fixedRel)
+		}
 	}
 	u, total := unitsOf(j.unit, sub), unitsOf(j.unit, j.wholeOf(l.runner))
-	res.Projected = sr.Seconds * float64(total) / float64(u)
-	res.RoundTrips = -1 // a count is not projected
+	res.Projected = fixed + (sr.Seconds-fixed)*float64(total)/float64(u)
 	rts := ""
 	if sr.RoundTrips >= 0 {
 		rts = fmt.Sprintf(", %d round trips", sr.RoundTrips)
 	}
-	return fmt.Sprintf("projected from %s (%d files, %d dirs): %.2f s there%s × %d/%d %s",
-		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, sr.Seconds, rts, total, u, j.unit)
+	return fmt.Sprintf("projected from %s (%d files, %d dirs): %s(%.2f s there%s − that) × %d/%d %s",
+		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, fixedNote, sr.Seconds, rts, total, u, j.unit), nil
 }
 
 // projectProgress sets res's projection from how far a run capped at capd
