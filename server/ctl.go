@@ -76,9 +76,10 @@ func (s *Server) noteEnded(st mux.Stats) {
 // ctlRequest serves a request for /Ctl of tree t: the server's section,
 // then t's control file. It reports false for requests it leaves to the
 // tree.
-func (c *conn) ctlRequest(st *mux.Stream, req *proto.Request, t zx.Tree) bool {
+// The request acts as the connection's caller (ctx), so the layers below
+// see who passes commands on.
+func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Request, t zx.Tree) bool {
 	f := &ctl.File{C: c.srv, Below: t}
-	ctx := st.Context()
 	switch req.Op {
 	case proto.OpStat:
 		go c.reply(st, f.Stat(ctx))

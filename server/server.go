@@ -360,7 +360,7 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	if c.srv.flags.On("debug") {
 		c.srv.log.Info("request", "remote", c.remote, "op", op, "tree", req.Tree, "path", req.Path)
 	}
-	if ctl.Is(req.Path) && c.ctlRequest(st, req, t) {
+	if ctl.Is(req.Path) && c.ctlRequest(ctx, st, req, t) {
 		return
 	}
 	switch req.Op {
