@@ -141,13 +141,13 @@ func main() {
 			} `json:"summary"`
 		}
 		json.Unmarshal([]byte(sum), &s)
-		rows = append(rows, result{"zx repl: " + what, el, fmt.Sprintf("%d copied; %d round trips, %d requests, %.1f MiB out, %.1f MiB in",
+		rows = append(rows, result{"zx repl: " + what, el, fmt.Sprintf("%d copied; %d round trips, %d requests, %.2f MiB out, %.2f MiB in",
 			s.Summary.Copied, st.Stats.RoundTrips, st.Stats.Requests, mib(st.Stats.BytesOut), mib(st.Stats.BytesIn))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
 	rsync := func(what string) {
 		t0 := time.Now()
-		cmd := exec.Command("rsync", "-a", "--delete", "--stats", "-e", sshCmd, local+"/", "127.0.0.1:"+rsRemote+"/")
+		cmd := exec.Command("rsync", "-a", "--delete", "--stats", "--exclude=/.zx-repl", "-e", sshCmd, local+"/", "127.0.0.1:"+rsRemote+"/")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			log.Fatalf("rsync: %v\n%s", err, out)
@@ -165,7 +165,7 @@ func main() {
 				n = v
 			}
 		}
-		rows = append(rows, result{"rsync -a over ssh: " + what, el, fmt.Sprintf("%s copied; %.1f MiB out, %.1f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
+		rows = append(rows, result{"rsync -a over ssh: " + what, el, fmt.Sprintf("%s copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
 
