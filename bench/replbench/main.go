@@ -141,7 +141,7 @@ func main() {
 			} `json:"summary"`
 		}
 		json.Unmarshal([]byte(sum), &s)
-		rows = append(rows, result{"zx repl: " + what, el, fmt.Sprintf("%d copied; %d round trips, %d requests, %.2f MiB out, %.2f MiB in",
+		rows = append(rows, result{"zx repl: " + what, el, fmt.Sprintf("%d entries copied; %d round trips, %d requests, %.2f MiB out, %.2f MiB in",
 			s.Summary.Copied, st.Stats.RoundTrips, st.Stats.Requests, mib(st.Stats.BytesOut), mib(st.Stats.BytesIn))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
@@ -165,7 +165,7 @@ func main() {
 				n = v
 			}
 		}
-		rows = append(rows, result{"rsync -a over ssh: " + what, el, fmt.Sprintf("%s copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
+		rows = append(rows, result{"rsync -a over ssh: " + what, el, fmt.Sprintf("%s files copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
 
