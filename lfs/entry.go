@@ -246,6 +246,14 @@ type dirbuf struct {
 	ents  []byte
 	names []string
 	xb    xbuf
+
+	// readDir's
+	arena []byte    // the names, each followed by a NUL
+	refs  []nameRef // into arena, sorted by name
+	stx   []unix.Statx_t
+	how   []uint8
+	sb    []byte  // the strings of the entries
+	ends  []int32 // where each string ends in sb
 }
 
 var dirbufs = sync.Pool{New: func() any {
@@ -263,32 +271,4 @@ func readNames(dfd int, db *dirbuf) ([]string, error) {
 	slices.Sort(names)
 	db.names = names
 	return names, nil
-}
-
-// readDir returns the entries in directory dfd, whose path is p, sorted by
-// name. An entry that vanishes while it is read is skipped.
-func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
-	db := dirbufs.Get().(*dirbuf)
-	defer dirbufs.Put(db)
-	names, err := readNames(dfd, db)
-	if err != nil {
-		return nil, err
-	}
-	ds := make([]zx.Dir, 0, len(names))
-	pref := p + "/"
-	if p == "/" {
-		pref = "/"
-	}
-	var st unix.Stat_t
-	for _, name := range names {
-		if err := lstat(dfd, name, &st); err != nil {
-			continue
-		}
-		d, err := f.entry(dfd, name, pref+name, &st, &db.xb)
-		if err != nil {
-			continue
-		}
-		ds = append(ds, d)
-	}
-	return ds, nil
 }

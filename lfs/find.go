@@ -40,7 +40,9 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 		return items(zx.Errorf(opn, p, err))
 	}
 	op := f.q.Enter(false, p)
-	c := make(chan zx.Item)
+	// A little buffering lets the walk run ahead of its reader, instead
+	// of handing over each entry.
+	c := make(chan zx.Item, findBuffer)
 	go func() {
 		defer close(c)
 		err := op.Wait(ctx)
@@ -70,32 +72,42 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 			return ""
 		}
 		emit := func(it zx.Item) bool {
+			// The reader owns it.Dir once it is sent.
+			file := get && it.Err == nil && it.Dir != nil && it.Dir.Type() == zx.TypeFile
+			var fpath, fname string
+			if file {
+				fpath, fname = it.Dir.Path(), it.Dir.Name()
+			}
 			if !send(ctx, c, it) {
 				return false
 			}
-			if !get || it.Err != nil || it.Dir == nil || it.Dir.Type() != zx.TypeFile {
+			if !file {
 				return true
 			}
 			err := zx.E(zx.ErrIO, "", "", "lost the file's path")
-			if rp := realPath(it.Dir.Path()); rp != "" {
+			if rp := realPath(fpath); rp != "" {
 				err = w.sendFile(ctx, c, rp)
 			}
 			if ctx.Err() != nil {
 				return false
 			}
 			if err != nil {
-				d := zx.Dir{zx.APath: it.Dir.Path(), zx.AName: it.Dir.Name()}
-				return send(ctx, c, zx.Item{Dir: d, Err: errf(opn, it.Dir.Path(), err)})
+				d := zx.Dir{zx.APath: fpath, zx.AName: fname}
+				return send(ctx, c, zx.Item{Dir: d, Err: errf(opn, fpath, err)})
 			}
 			return true
 		}
-		err = pred.Walk(ctx, root, pp, spref, dpref, depth0, w.readDir, emit)
+		// Every entry is a fresh map from readDir: no need to copy them.
+		err = pred.WalkOwned(ctx, root, pp, spref, dpref, depth0, w.readDir, emit)
 		if err != nil && ctx.Err() == nil {
 			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
 		}
 	}()
 	return c
 }
+
+// findBuffer is how many entries a find may send ahead of its reader.
+const findBuffer = 64
 
 // walker reads directories for a walk, keeping open the descriptors of
 // the directories on the way down, so that each directory is opened once,

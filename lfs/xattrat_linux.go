@@ -24,17 +24,46 @@ func listxattrat(dfd int, name string, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return listxattratPtr(dfd, p, buf)
+}
+
+// listxattratPtr is listxattrat with the name given as a NUL-terminated
+// C string, as getdents(2) returns it.
+func listxattratPtr(dfd int, name *byte, buf []byte) (int, error) {
+	if noListxattrat.Load() {
+		return 0, unix.ENOSYS
+	}
 	var bp unsafe.Pointer
 	if len(buf) > 0 {
 		bp = unsafe.Pointer(&buf[0])
 	}
-	n, _, e := unix.Syscall6(sysListxattrat, uintptr(dfd), uintptr(unsafe.Pointer(p)),
-		unix.AT_SYMLINK_NOFOLLOW, uintptr(bp), uintptr(len(buf)), 0)
-	if e != 0 {
-		if e == unix.ENOSYS {
+	for {
+		n, _, e := unix.Syscall6(sysListxattrat, uintptr(dfd), uintptr(unsafe.Pointer(name)),
+			unix.AT_SYMLINK_NOFOLLOW, uintptr(bp), uintptr(len(buf)), 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.ENOSYS:
 			noListxattrat.Store(true)
 		}
 		return 0, e
 	}
-	return int(n), nil
+}
+
+// statxAt is statx(2) of name in dfd, not following it, with the name
+// given as a NUL-terminated C string.
+func statxAt(dfd int, name *byte, st *unix.Statx_t) error {
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_STATX, uintptr(dfd), uintptr(unsafe.Pointer(name)),
+			unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, uintptr(unsafe.Pointer(st)), 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
 }

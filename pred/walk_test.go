@@ -461,3 +461,65 @@ func TestDocExamples(t *testing.T) {
 		t.Errorf("read %q, want %q", tr.gets, want)
 	}
 }
+
+// TestWalkOwned checks that WalkOwned hands over the entries readDir made,
+// rewritten in place, while Walk hands over copies and leaves them alone.
+func TestWalkOwned(t *testing.T) {
+	tr := newMemTree("/a/", "/a/f", "/a/g", "/b")
+	made := map[string]zx.Dir{} // by real path: what readDir returned
+	readDir := func(p string) ([]zx.Dir, error) {
+		var ds []zx.Dir
+		for q, e := range tr.ents {
+			if q != "/" && path.Dir(q) == p {
+				d := e.Clone()
+				made[q] = d
+				ds = append(ds, d)
+			}
+		}
+		slices.SortFunc(ds, func(a, b zx.Dir) int { return strings.Compare(a["name"], b["name"]) })
+		return ds, nil
+	}
+	for _, owned := range []bool{false, true} {
+		clear(made)
+		root := tr.ents["/"].Clone()
+		made["/"] = root
+		var got []string
+		emit := func(it zx.Item) bool {
+			real := strings.TrimPrefix(it.Dir.Path(), "/x")
+			if real == "" {
+				real = "/"
+			}
+			same := made[real] != nil && isSameMap(made[real], it.Dir)
+			if same != owned {
+				t.Errorf("owned=%v: %s handed over as the same map: %v", owned, it.Dir.Path(), same)
+			}
+			got = append(got, it.Dir.Path()+":"+it.Dir.Name())
+			it.Dir["Mark"] = "reader's" // the reader owns what it gets
+			return true
+		}
+		walk := Walk
+		if owned {
+			walk = WalkOwned
+		}
+		if err := walk(t.Context(), root, nil, "/", "/x", 0, readDir, emit); err != nil {
+			t.Fatal(err)
+		}
+		if s, want := strings.Join(got, " "), "/x:x /x/a:a /x/a/f:f /x/a/g:g /x/b:b"; s != want {
+			t.Errorf("owned=%v: walk gave %q, want %q", owned, s, want)
+		}
+		for p, d := range made {
+			if _, marked := d["Mark"]; marked != owned || (!owned && d["path"] != p) {
+				t.Errorf("owned=%v: readDir's entry for %s is now %v", owned, p, d)
+			}
+		}
+	}
+}
+
+// isSameMap reports whether a and b are the same map (not equal copies).
+func isSameMap(a, b zx.Dir) bool {
+	const k = "\x00probe"
+	a[k] = "1"
+	_, same := b[k]
+	delete(a, k)
+	return same
+}

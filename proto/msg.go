@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/zxfs/zx"
 )
@@ -82,19 +83,47 @@ func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) dir(d zx.Dir) {
-	// Entries have a dozen or so attributes: sort their names in a
-	// buffer on the stack, since this runs for every entry sent.
-	var kb [32]string
-	keys := kb[:0]
-	for k := range d {
-		keys = append(keys, k)
+	// Entries have a dozen or so attributes: this runs for every entry
+	// sent, so the attributes are sorted in a buffer on the stack, by
+	// insertion (fast for so few), and the output grows once.
+	var ab [32]attr
+	as := ab[:0]
+	size := uvarintLen(uint64(len(d)))
+	for k, v := range d {
+		as = append(as, attr{k, v})
+		size += uvarintLen(uint64(len(k))) + len(k) + uvarintLen(uint64(len(v))) + len(v)
 	}
-	slices.Sort(keys)
-	e.uvarint(uint64(len(keys)))
-	for _, k := range keys {
-		e.str(k)
-		e.str(d[k])
+	if len(as) <= len(ab) {
+		for i := 1; i < len(as); i++ {
+			for j := i; j > 0 && as[j].k < as[j-1].k; j-- {
+				as[j], as[j-1] = as[j-1], as[j]
+			}
+		}
+	} else {
+		slices.SortFunc(as, func(a, b attr) int { return strings.Compare(a.k, b.k) })
 	}
+	// Append to a local slice: e may be on the heap as far as the
+	// compiler knows, and every store to e.b would be a write barrier.
+	b := slices.Grow(e.b, size)
+	b = binary.AppendUvarint(b, uint64(len(as)))
+	for _, a := range as {
+		b = binary.AppendUvarint(b, uint64(len(a.k)))
+		b = append(b, a.k...)
+		b = binary.AppendUvarint(b, uint64(len(a.v)))
+		b = append(b, a.v...)
+	}
+	e.b = b
+}
+
+type attr struct{ k, v string }
+
+// uvarintLen is the length of the encoding of v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // decoder reads primitives, remembering the first error.
@@ -172,26 +201,59 @@ func (d *decoder) dir() zx.Dir {
 		d.fail("attribute count larger than its message")
 		return nil
 	}
+	// Check the layout before allocating anything, so that a malformed
+	// entry costs no memory; then names and values are cut from one copy
+	// of the entry's bytes: one allocation per entry rather than two per
+	// attribute.
+	size := d.dirSize(n)
+	if d.err != nil {
+		return nil
+	}
+	b := d.b[:size]
+	s := string(b)
 	// Size the map by the count only up to a point: a lying count would
 	// otherwise allocate a map far larger than the message.
 	dir := make(zx.Dir, min(n, 64))
-	for range n {
-		k := d.str()
-		v := d.str()
-		if d.err != nil {
-			return nil
-		}
-		if k == "" {
-			d.fail("empty attribute name")
-			return nil
-		}
+	str := func(off int) (string, int) { // the layout is checked
+		l, m := binary.Uvarint(b[off:])
+		off += m
+		return s[off : off+int(l)], off + int(l)
+	}
+	var k, v string
+	for off := 0; off < size; {
+		k, off = str(off)
+		v, off = str(off)
 		if _, dup := dir[k]; dup {
 			d.fail("duplicate attribute " + k)
 			return nil
 		}
 		dir[k] = v
 	}
+	d.b = d.b[size:]
 	return dir
+}
+
+// dirSize returns the length of the n attributes at the start of d.b, or
+// fails if they do not fit or a name is empty.
+func (d *decoder) dirSize(n uint64) int {
+	b := d.b
+	for i := range 2 * n {
+		l, m := binary.Uvarint(b)
+		if m <= 0 {
+			d.fail("bad unsigned integer")
+			return 0
+		}
+		if l > uint64(len(b)-m) {
+			d.fail("string longer than its message")
+			return 0
+		}
+		if l == 0 && i%2 == 0 {
+			d.fail("empty attribute name")
+			return 0
+		}
+		b = b[m+int(l):]
+	}
+	return len(d.b) - len(b)
 }
 
 func (d *decoder) end() error {

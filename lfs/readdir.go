@@ -1,0 +1,261 @@
+package lfs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+)
+
+// readDir is on the path of every entry a find streams, so it is written
+// for speed; what it returns is exactly what entry would return for each
+// name. The costs it avoids, per entry:
+//
+//   - C strings: names stay in the buffer getdents(2) filled, where each is
+//     already NUL-terminated, and statx(2) and listxattrat(2) take them in
+//     place (unix.Fstatat would copy each name to a new C string).
+//   - Small strings: the path and the decimal numbers of every entry of the
+//     directory are cut from one string built per directory (the name is the
+//     tail of the path), instead of a dozen strings per entry.
+//   - Map growth: each map is made with room for the attributes it gets.
+//
+// The system calls stay: one statx and one listxattrat per entry, as
+// there is no cheaper way to know that a file has no extended attributes.
+// Symbolic links and devices, which need more (readlink, rdev), and
+// entries that have extended attributes go through entry.
+
+// scannedHook, when set by tests, runs between reading a directory's names
+// and their attributes.
+var scannedHook func()
+
+// noStatx is set when the kernel has no statx (before Linux 4.11).
+var noStatx atomic.Bool
+
+// dirAttrs is the number of attributes readDir sets on a plain entry: name,
+// path, type, size, mode, mtime, atime, ctime, uid, gid, ino, nlink. Maps
+// are made with room for two more (target, rdev or user attributes):
+// a Go map made for 14 holds 16 in two groups, for 16 it would take four.
+const (
+	dirAttrs = 12
+	dirHint  = dirAttrs + 2
+)
+
+// numStride is the number of strings readDir cuts per entry from its
+// directory's string: the path, then size, mtime, atime, ctime, uid, gid,
+// ino and nlink.
+const numStride = 9
+
+// direntName is the offset of the name in a linux_dirent64.
+const direntName = int(unsafe.Offsetof(unix.Dirent{}.Name))
+
+// nameRef locates a name in dirbuf.arena: it starts at off and has n bytes,
+// followed by a NUL.
+type nameRef struct{ off, n int32 }
+
+// scanNames reads the names in directory dfd into db.arena and db.refs,
+// sorted, without ".", ".." and temporaries.
+func scanNames(dfd int, db *dirbuf) error {
+	db.arena = db.arena[:0]
+	db.refs = db.refs[:0]
+	for {
+		n, err := unix.Getdents(dfd, db.ents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			break
+		}
+		for b := db.ents[:n]; len(b) >= direntName; {
+			reclen := int(binary.NativeEndian.Uint16(b[unsafe.Offsetof(unix.Dirent{}.Reclen):]))
+			if reclen < direntName || reclen > len(b) {
+				return unix.EIO // a kernel bug; never seen
+			}
+			ino := binary.NativeEndian.Uint64(b)
+			name := b[direntName:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if ino == 0 || isDot(name) || bytes.HasPrefix(name, tempPrefix) {
+				continue
+			}
+			db.refs = append(db.refs, nameRef{int32(len(db.arena)), int32(len(name))})
+			db.arena = append(db.arena, name...)
+			db.arena = append(db.arena, 0)
+		}
+	}
+	a := db.arena
+	slices.SortFunc(db.refs, func(x, y nameRef) int {
+		return bytes.Compare(a[x.off:x.off+x.n], a[y.off:y.off+y.n])
+	})
+	return nil
+}
+
+var tempPrefix = []byte(TempPrefix)
+
+func isDot(name []byte) bool {
+	return len(name) == 1 && name[0] == '.' || len(name) == 2 && name[0] == '.' && name[1] == '.'
+}
+
+// readDir returns the entries in directory dfd, whose path is p, sorted by
+// name. An entry that vanishes while it is read is skipped.
+func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
+	if noStatx.Load() {
+		return f.readDirStat(dfd, p)
+	}
+	db := dirbufs.Get().(*dirbuf)
+	defer dirbufs.Put(db)
+	if err := scanNames(dfd, db); err != nil {
+		return nil, err
+	}
+	if scannedHook != nil {
+		scannedHook()
+	}
+	refs := db.refs
+	if cap(db.stx) < len(refs) {
+		db.stx = make([]unix.Statx_t, len(refs))
+	}
+	stx := db.stx[:len(refs)]
+	// What to do with each entry.
+	const (
+		skip   = iota // it vanished
+		plain         // its attributes are in sb
+		xattrs        // plain, and it has extended attributes
+		other         // a link or device: ask entry
+	)
+	how := slices.Grow(db.how[:0], len(refs))[:len(refs)]
+	db.how = how
+	pref := p + "/"
+	if p == "/" {
+		pref = "/"
+	}
+	// The strings of all fast entries, cut up below.
+	sb := db.sb[:0]
+	ends := db.ends[:0]
+	for i, r := range refs {
+		name := &db.arena[r.off]
+		st := &stx[i]
+		if err := statxAt(dfd, name, st); err != nil {
+			if err == unix.ENOSYS {
+				noStatx.Store(true)
+				return f.readDirStat(dfd, p)
+			}
+			how[i] = skip
+			continue
+		}
+		how[i] = plain
+		switch uint32(st.Mode) & unix.S_IFMT {
+		case unix.S_IFLNK, unix.S_IFCHR, unix.S_IFBLK:
+			how[i] = other
+			continue
+		}
+		if !f.opts.NoXattrs {
+			// Asking for the size alone (an empty buffer) tells
+			// whether there are any.
+			if n, err := listxattratPtr(dfd, name, nil); err != nil || n > 0 {
+				how[i] = xattrs // or the kernel has no listxattrat: let readXattrs see
+			}
+		}
+		sb = append(sb, pref...)
+		sb = append(sb, db.arena[r.off:r.off+r.n]...)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendUint(sb, st.Size, 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendInt(sb, stxNsec(st.Mtime), 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendInt(sb, stxNsec(st.Atime), 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendInt(sb, stxNsec(st.Ctime), 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendUint(sb, uint64(st.Uid), 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendUint(sb, uint64(st.Gid), 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendUint(sb, st.Ino, 10)
+		ends = append(ends, int32(len(sb)))
+		sb = strconv.AppendUint(sb, uint64(st.Nlink), 10)
+		ends = append(ends, int32(len(sb)))
+	}
+	db.sb, db.ends = sb, ends
+	s := string(sb)
+	ds := make([]zx.Dir, 0, len(refs))
+	start := int32(0)
+	for i, r := range refs {
+		switch how[i] {
+		case skip:
+			continue
+		case other:
+			name := string(db.arena[r.off : r.off+r.n])
+			var st unix.Stat_t
+			if lstat(dfd, name, &st) != nil {
+				continue
+			}
+			if d, err := f.entry(dfd, name, pref+name, &st, &db.xb); err == nil {
+				ds = append(ds, d)
+			}
+			continue
+		}
+		e := ends[:numStride]
+		ends = ends[numStride:]
+		st := &stx[i]
+		path := s[start:e[0]]
+		d := make(zx.Dir, dirHint)
+		d[zx.AName] = path[len(path)-int(r.n):]
+		d[zx.APath] = path
+		d[zx.AType] = typeOf(uint32(st.Mode))
+		d[zx.ASize] = s[e[0]:e[1]]
+		d[zx.AMode] = octal[st.Mode&07777]
+		d[zx.AMtime] = s[e[1]:e[2]]
+		d[zx.AAtime] = s[e[2]:e[3]]
+		d[zx.ACtime] = s[e[3]:e[4]]
+		d[zx.AUid] = s[e[4]:e[5]]
+		d[zx.AGid] = s[e[5]:e[6]]
+		d[zx.AIno] = s[e[6]:e[7]]
+		d[zx.ANlink] = s[e[7]:e[8]]
+		start = e[8]
+		if how[i] == xattrs {
+			f.readXattrs(dfd, d[zx.AName], d, &db.xb)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+func stxNsec(t unix.StatxTimestamp) int64 { return t.Sec*1e9 + int64(t.Nsec) }
+
+// readDirStat is readDir for kernels without statx: lstat and entry for
+// each name.
+func (f *FS) readDirStat(dfd int, p string) ([]zx.Dir, error) {
+	db := dirbufs.Get().(*dirbuf)
+	defer dirbufs.Put(db)
+	names, err := readNames(dfd, db)
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]zx.Dir, 0, len(names))
+	pref := p + "/"
+	if p == "/" {
+		pref = "/"
+	}
+	var st unix.Stat_t
+	for _, name := range names {
+		if err := lstat(dfd, name, &st); err != nil {
+			continue
+		}
+		d, err := f.entry(dfd, name, pref+name, &st, &db.xb)
+		if err != nil {
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
