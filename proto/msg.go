@@ -83,23 +83,32 @@ func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) dir(d zx.Dir) {
-	// Entries have a dozen or so attributes: this runs for every entry
-	// sent, so the attributes are sorted in a buffer on the stack, by
-	// insertion (fast for so few), and the output grows once.
+	// Entries have a dozen or so attributes and this runs for every
+	// entry sent: they are sorted by insertion (fast for so few) in an
+	// array on the stack, indexed directly (a store through a slice
+	// would need a write barrier), and the output grows once.
 	var ab [32]attr
-	as := ab[:0]
+	var as []attr // for larger entries
+	n := 0
 	size := uvarintLen(uint64(len(d)))
 	for k, v := range d {
-		as = append(as, attr{k, v})
+		if n < len(ab) {
+			ab[n] = attr{k, v}
+			n++
+		} else {
+			as = append(as, attr{k, v})
+		}
 		size += uvarintLen(uint64(len(k))) + len(k) + uvarintLen(uint64(len(v))) + len(v)
 	}
-	if len(as) <= len(ab) {
-		for i := 1; i < len(as); i++ {
-			for j := i; j > 0 && as[j].k < as[j-1].k; j-- {
-				as[j], as[j-1] = as[j-1], as[j]
+	if as == nil {
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && ab[j].k < ab[j-1].k; j-- {
+				ab[j], ab[j-1] = ab[j-1], ab[j]
 			}
 		}
+		as = ab[:n]
 	} else {
+		as = append(ab[:n:n], as...)
 		slices.SortFunc(as, func(a, b attr) int { return strings.Compare(a.k, b.k) })
 	}
 	// Append to a local slice: e may be on the heap as far as the
