@@ -105,6 +105,8 @@ func (rep *Report) fuseMarkdown() string {
 			return fmt.Sprintf("> %s (cap); ≈ %s projected %s", fmtSecs(r.CapSeconds), fmtSecs(t), note(r.ProjectedFrom))
 		case proj:
 			return fmt.Sprintf("≈ %s projected %s", fmtSecs(t), note(r.ProjectedFrom))
+		case r.FlushSeconds > 0:
+			return fmt.Sprintf("%s (+ %s sync -f)", fmtSecs(t), fmtSecs(r.FlushSeconds))
 		}
 		return fmtSecs(t)
 	}
@@ -206,7 +208,7 @@ func (rep *Report) fuseMarkdown() string {
 				cell(z), cell(s), ratio, rts, per, eq(z), sEq, mb(z), mb(s))
 		}
 	}
-	p("\n\"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The write-back rows have no sshfs run of their own: their sshfs column is the default sshfs run of the same program.\n")
+	p("\n\"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The write-back rows have no sshfs run of their own: their sshfs column is the default sshfs run of the same program; \"+ … sync -f\" is how long `sync -f MNT` (syncfs) took after the command returned, until its data was on the server: not part of the time.\n")
 
 	p("\n## Targets of issue 3\n\n| target | status | figures |\n|---|---|---|\n")
 	for _, tg := range rep.Targets {

@@ -194,7 +194,19 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		res.Error = err.Error()
 	default:
 		res.Seconds = el.Seconds()
-		if j.check != nil && rel == "." {
+		if j.wb {
+			// syncfs waits for everything written before it.
+			fl, capped, err := runCmd(ctx, capd, nil, "sync", "-f", mnt)
+			switch {
+			case capped:
+				res.Error = "sync -f after the command exceeded the cap"
+			case err != nil:
+				res.Error = "sync -f after the command: " + err.Error()
+			default:
+				res.FlushSeconds = fl.Seconds()
+			}
+		}
+		if j.check != nil && rel == "." && res.Error == "" {
 			if err := j.check(); err != nil {
 				res.Error = err.Error()
 			}
