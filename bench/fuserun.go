@@ -149,7 +149,9 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 			return res, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("zx mount: %v", err)
+			// One measurement lost, not the run.
+			res.Error = "zx mount: " + err.Error()
+			return res, nil
 		}
 		defer z.unmount()
 		c := z.conn
@@ -157,8 +159,17 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		bytes = func() int64 { return proxyBytes(l.zp) }
 	case "sshfs":
 		m, err := l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
+		if err != nil && ctx.Err() == nil {
+			// sshd now and then resets a connection under load: retry once.
+			l.cfg.logf("  sshfs mount failed (%v); retrying", err)
+			m, err = l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
+		}
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			res.Error = "sshfs mount: " + err.Error()
+			return res, nil
 		}
 		defer m.unmount()
 		bytes = func() int64 { return proxyBytes(l.sp) }
