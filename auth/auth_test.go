@@ -172,3 +172,31 @@ func TestKnownHosts(t *testing.T) {
 		t.Errorf("file:\n%s", b)
 	}
 }
+
+func FuzzParseAuthorized(f *testing.F) {
+	f.Add([]byte("# c\n" + FormatPublicKey(make(ed25519.PublicKey, 32), "me@h") + " user=a tree=main:rw,src:ro uid=1 gid=2 expires=2030-01-01\n"))
+	f.Add([]byte("SHA256:Zmh6rfhivXdsj8GLjp+OIAiXFIVu4jOzkCpZHQ1fKSU user=s tree=*:rw multiuser uidmap=0:0,1:2 gidmap=3:4\n"))
+	f.Add([]byte("SHA256:x user= tree=:\n\n\t#\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		grants, err := ParseAuthorized(b, "F")
+		if err != nil {
+			if grants != nil {
+				t.Fatal("grants and an error")
+			}
+			return
+		}
+		for fp, g := range grants {
+			if fp != g.Fingerprint || !ValidFingerprint(fp) || g.User == "" || len(g.Trees) == 0 || g.Line < 1 {
+				t.Fatalf("accepted a bad grant: %+v", g)
+			}
+			if !g.MultiUser && (g.UidMap != nil || g.GidMap != nil) {
+				t.Fatalf("id maps on a single-user key: %+v", g)
+			}
+			for _, a := range g.Trees {
+				if a != ReadOnly && a != ReadWrite {
+					t.Fatalf("access %v", a)
+				}
+			}
+		}
+	})
+}

@@ -154,7 +154,10 @@ func ParseAuthorized(b []byte, name string) (map[string]*Grant, error) {
 		}
 		grants[g.Fingerprint] = g
 	}
-	return grants, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %v", name, n+1, err)
+	}
+	return grants, nil
 }
 
 func parseGrant(f []string) (*Grant, error) {

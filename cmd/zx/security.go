@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/client"
 )
@@ -66,6 +67,8 @@ func clientOptions(loc client.Location, sec secFlags) (client.Options, error) {
 	if loc.IsSSH() {
 		return client.Options{}, nil
 	}
+	// Requests say who asks; servers heed it only from multi-user keys.
+	caller := &zx.Caller{Uid: os.Getuid(), Gid: os.Getgid()}
 	host, _, err := net.SplitHostPort(loc.Addr)
 	if err != nil {
 		return client.Options{}, err
@@ -74,7 +77,7 @@ func clientOptions(loc client.Location, sec secFlags) (client.Options, error) {
 		if sec.trust != "" || sec.ca != "" || sec.acceptNew {
 			return client.Options{}, errors.New("--trust, --ca and --accept-new are for TLS: add --tls to speak TLS to a loopback server")
 		}
-		return client.Options{}, nil
+		return client.Options{Caller: caller}, nil
 	}
 	o, err := clientAuth(sec)
 	if err != nil {
@@ -84,7 +87,7 @@ func clientOptions(loc client.Location, sec secFlags) (client.Options, error) {
 	if err != nil {
 		return client.Options{}, err
 	}
-	return client.Options{TLS: cfg}, nil
+	return client.Options{TLS: cfg, Caller: caller}, nil
 }
 
 // clientAuth loads what the flags name.

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx/auth"
 )
@@ -129,5 +137,86 @@ func TestTLSCommands(t *testing.T) {
 	r = runZX(t, "", "ls", "--tls", "--identity", filepath.Join(t.TempDir(), "none"), "--known-hosts", kh, loc).want(t, 1, "ls without a key")
 	if !strings.Contains(r.stderr, "zx keygen") {
 		t.Errorf("ls without a key: %s", r.stderr)
+	}
+}
+
+// openPTY opens a pseudo-terminal and returns its master and the name of
+// its slave.
+func openPTY(t *testing.T) (*os.File, string) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("SKIPPED: no pseudo-terminals here (%v): the interactive prompt is not tested", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	return m, fmt.Sprintf("/dev/pts/%d", n)
+}
+
+// On a terminal, an unknown server's key is shown and the user is asked.
+func TestTrustPrompt(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("hello\n"))
+	key, pub := keygen(t)
+	state := filepath.Join(t.TempDir(), "state")
+	id, err := auth.LoadServerIdentity(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte(pub+" user=pat tree=main:ro\n"))
+	addr := serve(t, dir, "--tls", "--state", state, "--authorized", authz)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+
+	for _, answer := range []string{"no", "yes"} {
+		m, slave := openPTY(t)
+		s, err := os.OpenFile(slave, os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, zxBin, "ls", "--tls", "--identity", key, "--known-hosts", kh, "zx://"+addr+"/")
+		var out bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = s, &out, s
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		// Read the terminal until the question, then answer.
+		var screen bytes.Buffer
+		buf := make([]byte, 4096)
+		for !strings.Contains(screen.String(), "(yes/no)? ") {
+			m.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := m.Read(buf)
+			screen.Write(buf[:n])
+			if err != nil {
+				cancel()
+				cmd.Wait()
+				t.Fatalf("no question on the terminal (%v):\n%s", err, screen.String())
+			}
+		}
+		if !strings.Contains(screen.String(), "is not known") || !strings.Contains(screen.String(), id.Fingerprint) {
+			t.Errorf("the question does not show the fingerprint:\n%s", screen.String())
+		}
+		m.Write([]byte(answer + "\n"))
+		err = cmd.Wait()
+		cancel()
+		fp, _, _ := (&auth.KnownHosts{Path: kh}).Lookup(addr)
+		if answer == "no" {
+			if err == nil || fp != "" {
+				t.Errorf("answered no: exit %v, pinned %q", err, fp)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(out.String(), "a.txt") || fp != id.Fingerprint {
+			t.Errorf("answered yes: exit %v, output %q, pinned %q", err, out.String(), fp)
+		}
 	}
 }
