@@ -320,3 +320,34 @@ func mapID(m map[uint32]uint32, c int64) int {
 	}
 	return int(c)
 }
+
+// MapsIDs reports whether the key translates ids between its client and
+// the server: a multi-user key with a uidmap or gidmap.
+func (g *Grant) MapsIDs() bool { return g.MultiUser && (g.UidMap != nil || g.GidMap != nil) }
+
+// ServerID returns the server id for the client id c ("uid" or "gid"
+// attribute), as Identity maps it.
+func (g *Grant) ServerID(attr string, c uint32) uint32 {
+	m := g.UidMap
+	if attr == "gid" {
+		m = g.GidMap
+	}
+	return uint32(mapID(m, int64(c)))
+}
+
+// ClientID returns the client id that the server id s is mapped from, for
+// entries sent to a multi-user client. Ids not mapped are the same on both
+// sides; when several client ids map to s, the smallest is returned.
+func (g *Grant) ClientID(attr string, s uint32) uint32 {
+	m := g.UidMap
+	if attr == "gid" {
+		m = g.GidMap
+	}
+	best, found := s, false
+	for c, sv := range m {
+		if sv == s && (!found || c < best) {
+			best, found = c, true
+		}
+	}
+	return best
+}

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"io"
+	"maps"
 	"strconv"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/pred"
 )
 
@@ -17,7 +19,8 @@ import (
 type guard struct {
 	t        zx.Tree
 	readOnly bool
-	why      string // for read-only errors: "user alice has read-only access to tree main"
+	why      string      // for read-only errors: "user alice has read-only access to tree main"
+	ids      *auth.Grant // if set, a multi-user key whose ids are mapped (see inDir, outDir)
 }
 
 var (
@@ -76,20 +79,94 @@ func callerString(c zx.Caller) string {
 	return s
 }
 
-func (g *guard) Stat(ctx context.Context, path string) <-chan zx.Reply { return g.t.Stat(ctx, path) }
+// inDir maps the ids in an entry a multi-user client sent to the
+// server's, as its key's maps say.
+func (g *guard) inDir(d zx.Dir) zx.Dir {
+	return g.mapIDs(d, g.ids.ServerID)
+}
+
+// outDir maps the ids in an entry sent to a multi-user client back to the
+// client's.
+func (g *guard) outDir(d zx.Dir) zx.Dir {
+	return g.mapIDs(d, g.ids.ClientID)
+}
+
+// mapIDs returns d with its uid and gid mapped by f: a copy if they
+// change, since trees may share the entries they return.
+func (g *guard) mapIDs(d zx.Dir, f func(string, uint32) uint32) zx.Dir {
+	if g.ids == nil || d == nil {
+		return d
+	}
+	var out zx.Dir
+	for _, a := range []string{zx.AUid, zx.AGid} {
+		v, ok := d[a]
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			continue // the tree says it is invalid
+		}
+		if m := strconv.FormatUint(uint64(f(a, uint32(id))), 10); m != v {
+			if out == nil {
+				out = maps.Clone(d)
+			}
+			out[a] = m
+		}
+	}
+	if out == nil {
+		return d
+	}
+	return out
+}
+
+func (g *guard) reply(rc <-chan zx.Reply) <-chan zx.Reply {
+	if g.ids == nil {
+		return rc
+	}
+	c := make(chan zx.Reply, 1)
+	go func() {
+		r := <-rc
+		r.Dir = g.outDir(r.Dir)
+		c <- r
+	}()
+	return c
+}
+
+// items maps the entries of a stream. Its consumer, the server, reads
+// every stream to its end.
+func (g *guard) items(ic <-chan zx.Item) <-chan zx.Item {
+	if g.ids == nil {
+		return ic
+	}
+	c := make(chan zx.Item)
+	go func() {
+		defer close(c)
+		for it := range ic {
+			it.Dir = g.outDir(it.Dir)
+			c <- it
+		}
+	}()
+	return c
+}
+
+func (g *guard) Stat(ctx context.Context, path string) <-chan zx.Reply {
+	return g.reply(g.t.Stat(ctx, path))
+}
 
 func (g *guard) Get(ctx context.Context, path string, off, count int64) <-chan zx.Item {
-	return g.t.Get(ctx, path, off, count)
+	return g.items(g.t.Get(ctx, path, off, count))
 }
 
 func (g *guard) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
 	if g.readOnly {
 		return replyErr(g.refuse("put", path))
 	}
+	d = g.inDir(d)
 	if err := ownerCheck(ctx, "put", path, d); err != nil {
 		return replyErr(err)
 	}
-	return g.t.Put(ctx, path, d, off, data)
+	return g.reply(g.t.Put(ctx, path, d, off, data))
 }
 
 func (g *guard) Move(ctx context.Context, from, to string) <-chan error {
@@ -117,17 +194,18 @@ func (g *guard) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Repl
 	if g.readOnly {
 		return replyErr(g.refuse("wstat", path))
 	}
+	d = g.inDir(d)
 	if err := ownerCheck(ctx, "wstat", path, d); err != nil {
 		return replyErr(err)
 	}
-	return g.t.Wstat(ctx, path, d)
+	return g.reply(g.t.Wstat(ctx, path, d))
 }
 
 func (g *guard) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Reply {
 	if g.readOnly {
 		return replyErr(g.refuse("link", newpath))
 	}
-	return zx.Link(ctx, g.t, oldpath, newpath)
+	return g.reply(zx.Link(ctx, g.t, oldpath, newpath))
 }
 
 func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
@@ -136,14 +214,14 @@ func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
 
 func (g *guard) Find(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return f.Find(ctx, path, p, spref, dpref, depth0)
+		return g.items(f.Find(ctx, path, p, spref, dpref, depth0))
 	}
-	return pred.Find(ctx, g.t, path, p, spref, dpref, depth0)
+	return g.items(pred.Find(ctx, g.t, path, p, spref, dpref, depth0))
 }
 
 func (g *guard) FindGet(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return f.FindGet(ctx, path, p, spref, dpref, depth0)
+		return g.items(f.FindGet(ctx, path, p, spref, dpref, depth0))
 	}
 	c := make(chan zx.Item, 1)
 	c <- zx.Item{Err: zx.E(zx.ErrNotSupp, "findget", path, "tree cannot findget")}
@@ -153,7 +231,19 @@ func (g *guard) FindGet(ctx context.Context, path, p, spref, dpref string, depth
 
 func (g *guard) Watch(ctx context.Context, path string) <-chan zx.Event {
 	if w, ok := g.t.(zx.Watcher); ok {
-		return w.Watch(ctx, path)
+		ec := w.Watch(ctx, path)
+		if g.ids == nil {
+			return ec
+		}
+		c := make(chan zx.Event)
+		go func() {
+			defer close(c)
+			for ev := range ec {
+				ev.Dir = g.outDir(ev.Dir)
+				c <- ev
+			}
+		}()
+		return c
 	}
 	c := make(chan zx.Event, 1)
 	c <- zx.Event{Err: zx.E(zx.ErrNotSupp, "watch", path, "tree cannot watch")}

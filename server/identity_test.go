@@ -95,9 +95,33 @@ func TestRequestsActAsKeyUser(t *testing.T) {
 		}
 		want(tc.name, tc.uid, tc.gid)
 	}
-	// A squashed root cannot give files to root.
+	// The multi-user client sees its own ids in entries, and sets them.
+	mctx := zx.WithCaller(ctx, zx.Caller{Uid: 1000, Gid: 100})
+	if d, err := zx.Stat(mctx, m, "/mapped"); err != nil || d[zx.AUid] != "1000" || d[zx.AGid] != "100" {
+		t.Errorf("stat of a mapped file through the multi-user key: %v %v", d, err)
+	}
+	if d, err := zx.Stat(mctx, m, "/unmapped"); err != nil || d[zx.AUid] != "1234" {
+		t.Errorf("stat of an unmapped file: %v %v", d, err)
+	}
+	found := false
+	for it := range m.Find(mctx, "/", "name=mapped", "", "", 0) {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+		found = it.Dir[zx.AUid] == "1000" && it.Dir[zx.AGid] == "100"
+	}
+	if !found {
+		t.Error("find does not map ids back to the client's")
+	}
+	if d, err := zx.Wstat(mctx, m, "/mapped", zx.Dir{zx.AUid: "1000", zx.AGid: "100"}); err != nil || d[zx.AUid] != "1000" {
+		t.Errorf("wstat of one's own client ids: %v %v", d, err)
+	}
+	want("mapped", 3000, 3100)
+	// A squashed root cannot give files to root: its 0 is nobody too.
 	rctx := zx.WithCaller(ctx, zx.Caller{Uid: 0, Gid: 0})
-	if _, err := zx.Wstat(rctx, m, "/root", zx.Dir{zx.AUid: "0"}); !errors.Is(err, zx.ErrNotPermit) {
-		t.Errorf("squashed root giving a file to root: %v", err)
+	zx.Wstat(rctx, m, "/root", zx.Dir{zx.AUid: "0", zx.AGid: "0"})
+	want("root", 65534, 65534)
+	if _, err := zx.Wstat(rctx, m, "/root", zx.Dir{zx.AUid: "1"}); !errors.Is(err, zx.ErrNotPermit) {
+		t.Errorf("squashed root giving a file to uid 1: %v", err)
 	}
 }

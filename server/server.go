@@ -313,6 +313,9 @@ func (c *conn) tree(name string) (zx.Tree, error) {
 	}
 	g := &guard{t: t, readOnly: access == auth.ReadOnly,
 		why: "user " + c.grant.User + " has read-only access to tree " + name}
+	if c.grant.MapsIDs() {
+		g.ids = c.grant
+	}
 	if c.seen == nil {
 		c.seen = make(map[string]zx.Tree)
 	}
