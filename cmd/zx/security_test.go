@@ -3,8 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,5 +226,68 @@ func TestTrustPrompt(t *testing.T) {
 		if err != nil || !strings.Contains(out.String(), "a.txt") || fp != id.Fingerprint {
 			t.Errorf("answered yes: exit %v, output %q, pinned %q", err, out.String(), fp)
 		}
+	}
+}
+
+// A server whose certificate a CA signed, and clients that verify it
+// against that CA instead of pinning.
+func TestCACommands(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("hello\n"))
+	key, pub := keygen(t)
+	tmp := t.TempDir()
+	writePEM := func(name, typ string, der []byte) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caKey, _ := auth.GenerateKey()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srvDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+		ca, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKeyDER, _ := x509.MarshalPKCS8PrivateKey(srvKey)
+	caFile := writePEM("ca.pem", "CERTIFICATE", caDER)
+	certFile := writePEM("cert.pem", "CERTIFICATE", srvDER)
+	keyFile := writePEM("key.pem", "PRIVATE KEY", srvKeyDER)
+	authz := filepath.Join(tmp, "authorized")
+	writeFile(t, authz, []byte(pub+" user=cara tree=main:ro\n"))
+	addr := serve(t, dir, "--tls", "--cert", certFile, "--key", keyFile, "--authorized", authz)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+
+	r := runZX(t, "", "get", "--tls", "--identity", key, "--known-hosts", kh, "--ca", caFile, "zx://"+addr+"/a.txt").want(t, 0, "get --ca")
+	if r.stdout != "hello\n" {
+		t.Errorf("get --ca printed %q", r.stdout)
+	}
+	if _, err := os.Stat(kh); err == nil {
+		t.Error("a CA-verified connection pinned a key")
+	}
+	// Without the CA, its key is not ed25519: nothing to pin.
+	r = runZX(t, "", "ls", "--tls", "--identity", key, "--known-hosts", kh, "--accept-new", "zx://"+addr+"/").want(t, 1, "ls of a CA server without --ca")
+	if !strings.Contains(r.stderr, "--ca") {
+		t.Errorf("ls of a CA server without --ca: %s", r.stderr)
+	}
+	badCA := filepath.Join(tmp, "bad.pem")
+	os.WriteFile(badCA, []byte("not a certificate"), 0o600)
+	r = runZX(t, "", "ls", "--tls", "--identity", key, "--ca", badCA, "zx://"+addr+"/").want(t, 1, "ls with a bad --ca file")
+	if !strings.Contains(r.stderr, "--ca") || !strings.Contains(r.stderr, "no PEM certificate") {
+		t.Errorf("ls with a bad --ca: %s", r.stderr)
 	}
 }
