@@ -9,6 +9,7 @@ package cache
 import (
 	"container/list"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path"
@@ -62,12 +63,26 @@ type Options struct {
 	// NoPrefetch: a Stat that misses does not also list the parent.
 	NoPrefetch bool
 
+	// Dir, if set, keeps whole-file data on disk too, persistent across
+	// sessions (see disk.go for the format and crash rules), bounded by
+	// DiskBytes (default 1 GiB) with LRU eviction.
+	Dir       string
+	DiskBytes int64
+
+	// Journal, if set, is the directory of the write-back journal: the
+	// cache then has a WriteBack queue (see WriteBack), and records an
+	// earlier session left there wait for WriteBack().Replay.
+	Journal string
+
 	Logger *slog.Logger
 }
 
 // Stats counts what the cache did.
 type Stats struct {
 	Hits, Misses  int64 // reads answered from the cache / sent on
+	DiskHits      int64 // file data read from the disk cache
+	DiskBytes     int64 // bytes of file data on disk
+	DiskFiles     int   // files in the disk cache
 	Events        int64 // change notices applied
 	Invalidations int64 // notices that invalidated something
 	DataBytes     int64 // bytes of file data cached
@@ -104,6 +119,9 @@ type Cache struct {
 	onInval func(string, Inval)
 
 	ctlFlags *ctl.Flags // see ctl.go
+
+	wb   *WriteBack
+	disk *disk
 }
 
 // entry is what the cache knows about a path.
@@ -147,8 +165,20 @@ var (
 
 // New returns a cache over remote. If remote is a zx.Watcher (and
 // opts.NoWatch is not set), New subscribes to its notices for "/" and
-// waits (up to opts.WatchTimeout) for the watch to be in place.
+// waits (up to opts.WatchTimeout) for the watch to be in place. A
+// journal or disk cache directory that cannot be used is logged and
+// left out; Open reports it instead.
 func New(remote zx.Tree, opts Options) *Cache {
+	c, err := Open(remote, opts)
+	if err != nil {
+		c.log.Error("cache: " + err.Error())
+	}
+	return c
+}
+
+// Open is New, failing if opts.Journal or opts.Dir cannot be used; the
+// cache it returns then works without them.
+func Open(remote zx.Tree, opts Options) (*Cache, error) {
 	if opts.Coherency == 0 {
 		opts.Coherency = time.Second
 	}
@@ -179,21 +209,51 @@ func New(remote zx.Tree, opts Options) *Cache {
 		onInval:   opts.OnInvalidate,
 		ctlFlags:  ctl.NewFlags("debug"),
 	}
-	w, ok := remote.(zx.Watcher)
-	if !ok || opts.NoWatch {
+	var err error
+	if opts.Journal != "" {
+		var werr error
+		if c.wb, werr = NewWriteBack(opts.Journal, c, c.log); werr != nil {
+			err = werr
+		}
+	}
+	if opts.Dir != "" {
+		if derr := c.openDisk(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}
+	if w, ok := remote.(zx.Watcher); !ok || opts.NoWatch {
 		close(c.done)
-		return c
+	} else {
+		go c.watchLoop(w)
+		t := time.NewTimer(opts.WatchTimeout)
+		select {
+		case <-c.ready:
+		case <-t.C:
+			c.log.Warn("cache: watch not ready; using the coherency window", "timeout", opts.WatchTimeout)
+		}
+		t.Stop()
 	}
-	go c.watchLoop(w)
-	t := time.NewTimer(opts.WatchTimeout)
-	defer t.Stop()
-	select {
-	case <-c.ready:
-	case <-t.C:
-		c.log.Warn("cache: watch not ready; using the coherency window", "timeout", opts.WatchTimeout)
+	if c.disk != nil {
+		c.mu.Lock()
+		n := len(c.disk.idx)
+		c.disk.ok = n == 0
+		c.mu.Unlock()
+		if n > 0 {
+			// After the watch is up, so that what the find returns is
+			// kept coherent by its notices.
+			rctx, cancel := context.WithTimeout(ctx, 3*opts.WatchTimeout)
+			if rerr := c.revalidate(rctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			cancel()
+		}
 	}
-	return c
+	return c, err
 }
+
+// WriteBack returns the cache's write-back queue, nil without
+// Options.Journal.
+func (c *Cache) WriteBack() *WriteBack { return c.wb }
 
 // SetOnInvalidate replaces Options.OnInvalidate (nil: none). The FUSE
 // mount sets it once it is mounted.
@@ -203,10 +263,15 @@ func (c *Cache) SetOnInvalidate(f func(path string, what Inval)) {
 	c.cbmu.Unlock()
 }
 
-// Close stops the watch. The remote is not closed.
+// Close stops the watch and the write-back queue (whose unsent records
+// stay journaled). The remote is not closed.
 func (c *Cache) Close() error {
 	c.cancel()
 	<-c.done
+	if c.wb != nil {
+		c.wb.Close()
+	}
+	c.closeDisk()
 	return nil
 }
 
@@ -231,6 +296,10 @@ func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.DataBytes = c.mem
 	s.Entries = len(c.ents)
+	if c.disk != nil {
+		s.DiskBytes = c.disk.used
+		s.DiskFiles = len(c.disk.idx)
+	}
 	return s
 }
 
@@ -445,6 +514,7 @@ func (c *Cache) setData(p string, d zx.Dir, data []byte) {
 	if f := c.files[p]; f != nil {
 		c.dropFile(f)
 	}
+	c.storeDisk(p, d, data)
 	f := &file{path: p, size: d[zx.ASize], mtime: d[zx.AMtime], data: data}
 	f.el = c.lru.PushFront(f)
 	c.files[p] = f
@@ -691,6 +761,17 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 				c.stats.Hits++
 				c.mu.Unlock()
 				return itemsFrom(ctx, dataItems(data, off, count))
+			}
+			if c.disk != nil {
+				d := e.d
+				c.mu.Unlock()
+				if data, ok := c.diskData(p, d); ok {
+					c.mu.Lock()
+					c.stats.Hits++
+					c.mu.Unlock()
+					return itemsFrom(ctx, dataItems(data, off, count))
+				}
+				c.mu.Lock()
 			}
 		}
 	}

@@ -31,22 +31,37 @@ func (c *Cache) Status(ctx context.Context) ctl.Section {
 		fmt.Sprintf("hits %d misses %d rate %.3f", st.Hits, st.Misses, rate),
 		fmt.Sprintf("events %d invalidations %d", st.Events, st.Invalidations),
 		"coherence "+mode,
-		// Writes go through: nothing is held back.
-		"dirty 0",
-		"writeback 0",
 	)
+	if c.disk != nil {
+		s.Lines = append(s.Lines, fmt.Sprintf("disk %d files %d hits %d dir %s", st.DiskBytes, st.DiskFiles, st.DiskHits, c.opts.Dir))
+	}
+	if c.wb == nil {
+		// Writes go through: nothing is held back.
+		s.Lines = append(s.Lines, "dirty 0", "writeback 0")
+	} else {
+		// Data close() returned for, not yet acknowledged by the server.
+		ws := c.wb.Stats()
+		s.Lines = append(s.Lines,
+			fmt.Sprintf("dirty %d", ws.PendingBytes),
+			fmt.Sprintf("writeback %d stuck %d written %d rejected %d replayed %d", ws.Pending, ws.Stuck, ws.Written, ws.Rejected, ws.Replayed),
+			"journal "+ws.Journal,
+		)
+	}
 	s.Lines = append(s.Lines, c.ctlFlags.Lines()...)
 	return s
 }
 
 // Command implements ctl.Controller. "flush" drops everything cached.
-// The cache writes through, so "sync" has nothing of its own to write.
+// "sync" waits for the write-back queue (if any) to reach the server.
 func (c *Cache) Command(ctx context.Context, cmd string) error {
 	if ok, err := c.ctlFlags.Command(cmd); ok {
 		return err
 	}
 	switch cmd {
 	case "sync":
+		if c.wb != nil {
+			return c.wb.Sync(ctx)
+		}
 		return nil
 	case "flush":
 		c.Flush()

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
 )
 
 // handle is an open file. Reads of files up to Options.WholeFile load the
@@ -253,8 +255,14 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 // the data (close-to-open).
 func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.flush(ctx) }
 
-// Fsync implements fs.FileFsyncer.
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.flush(ctx) }
+// Fsync implements fs.FileFsyncer: with write-back, it also waits for
+// everything written before it.
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if e := h.flush(ctx); e != 0 {
+		return e
+	}
+	return h.n.m.sync(ctx)
+}
 
 // Release implements fs.FileReleaser. Writes made after the last flush
 // (through a shared mapping) are sent.
@@ -285,6 +293,9 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 	}
 	m := h.n.m
 	p := h.n.path()
+	if m.wb != nil {
+		return h.writeBack(p)
+	}
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
 	var last zx.Reply
@@ -326,6 +337,41 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 		if h.loaded || h.rewrite {
 			h.content = resize(h.content, h.size)
 		}
+	}
+	m.refreshAttrs(h.n.EmbeddedInode())
+	return 0
+}
+
+// writeBack journals the handle's writes and issues them without
+// waiting for the server (Options.WriteBack). h.mu is held.
+func (h *handle) writeBack(p string) syscall.Errno {
+	m := h.n.m
+	var ops []cache.Op
+	var data []byte
+	if h.rewrite {
+		data = h.content[:h.size]
+		ops = []cache.Op{{Whole: true, Len: h.size}}
+	} else {
+		for _, op := range h.ops {
+			if op.data == nil {
+				ops = append(ops, cache.Op{Off: op.off, Trunc: true})
+				continue
+			}
+			ops = append(ops, cache.Op{Off: op.off, Len: int64(len(op.data))})
+			data = append(data, op.data...)
+		}
+	}
+	if err := m.wb.Write(p, ops, data, h.size); err != nil {
+		m.log.Error("mount: write-back journal", "path", p, "err", err)
+		return syscall.EIO
+	}
+	h.ops = nil
+	h.dirty = false
+	if d := h.n.dir(); d != nil {
+		nd := d.Clone()
+		nd.SetInt(zx.ASize, h.size)
+		nd.SetTime(zx.AMtime, time.Now())
+		h.n.setDir(nd)
 	}
 	m.refreshAttrs(h.n.EmbeddedInode())
 	return 0

@@ -48,6 +48,16 @@ type Options struct {
 	// 64 MiB.
 	WholeFile int64
 
+	// IDMap translates owners (nil: none; see ParseIDMap).
+	IDMap *IDMap
+
+	// WriteBack: close() does not wait for the server; the file's data
+	// is journaled on disk by the tree's write-back queue (the tree must
+	// be a cache.Cache with a journal) and sent in the background. fsync
+	// (of a file, or of any directory: the mount point is the whole
+	// mount) waits for everything written before it.
+	WriteBack bool
+
 	Debug              bool   // log every FUSE request
 	AllowOther         bool   // let other users use the mount
 	DefaultPermissions bool   // let the kernel check permissions
@@ -65,6 +75,7 @@ type FS struct {
 	srv  *fuse.Server
 	root *node
 	w    interface{ Watching() bool }
+	wb   *cache.WriteBack
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -130,6 +141,15 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		since: time.Now(), flags: ctl.NewFlags("debug"),
 	}
 	m.w, _ = t.(interface{ Watching() bool })
+	if opts.WriteBack {
+		if wt, ok := t.(interface{ WriteBack() *cache.WriteBack }); ok {
+			m.wb = wt.WriteBack()
+		}
+		if m.wb == nil {
+			cancel()
+			return nil, errors.New("mount: write-back needs a cache with a journal")
+		}
+	}
 
 	// Check the tree, and fetch the root's listing: lookups of names in
 	// the root then cost nothing.
@@ -145,6 +165,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount: the root is not a directory")
 	}
 	zx.ReadDir(rctx, t, "/")
+	opts.IDMap.resolve(uint32(rd.Int(zx.AUid)), uint32(rd.Int(zx.AGid)), uint32(os.Getuid()), uint32(os.Getgid()))
 
 	m.root = &node{m: m}
 	m.root.setDir(rd)
@@ -187,6 +208,33 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	}
 	go m.invalLoop()
 	return m, nil
+}
+
+// Sync waits until every write made through the mount before it is on
+// the server (with WriteBack; otherwise close already waited), bounded
+// by ctx.
+func (m *FS) Sync(ctx context.Context) error {
+	if m.wb == nil {
+		return nil
+	}
+	return m.wb.Sync(ctx)
+}
+
+// sync is Sync for a FUSE request, bounded by Options.Timeout.
+func (m *FS) sync(ctx context.Context) syscall.Errno {
+	if m.wb == nil {
+		return 0
+	}
+	rctx, cancel := m.rctx(ctx)
+	defer cancel()
+	if err := m.wb.Sync(rctx); err != nil {
+		m.log.Warn("mount: sync", "err", err)
+		if zx.KindOf(err) == zx.ErrTimeout {
+			return syscall.ETIMEDOUT
+		}
+		return syscall.EIO
+	}
+	return 0
 }
 
 // Dir returns the mount point.
@@ -334,10 +382,10 @@ func (m *FS) fill(d zx.Dir, ino uint64, a *fuse.Attr) {
 		a.Nlink = 2
 	}
 	if v, err := strconv.ParseUint(d[zx.AUid], 10, 32); err == nil {
-		a.Uid = uint32(v)
+		a.Uid = m.opts.IDMap.LocalUID(uint32(v))
 	}
 	if v, err := strconv.ParseUint(d[zx.AGid], 10, 32); err == nil {
-		a.Gid = uint32(v)
+		a.Gid = m.opts.IDMap.LocalGID(uint32(v))
 	}
 	if v, err := strconv.ParseUint(d[zx.ARdev], 10, 32); err == nil {
 		a.Rdev = uint32(v)

@@ -118,6 +118,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Getattr implements fs.NodeGetattrer.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.pendingAttr(out) {
+		return 0
+	}
 	d, err := n.m.stat(ctx, n.path())
 	if err != nil {
 		// An open file that went away (unlinked) keeps its attributes.
@@ -134,6 +137,29 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	out.SetTimeout(n.m.timeout())
 	return 0
+}
+
+// pendingAttr answers a getattr of a file whose written data is still on
+// its way to the server (write-back) from what the mount knows, so that
+// stat after close does not wait for the data to arrive.
+func (n *node) pendingAttr(out *fuse.AttrOut) bool {
+	m := n.m
+	if m.wb == nil {
+		return false
+	}
+	sz, ok := m.wb.PendingSize(n.path())
+	d := n.dir()
+	if !ok || d == nil {
+		return false
+	}
+	m.fill(d, n.StableAttr().Ino, &out.Attr)
+	out.Size = uint64(sz)
+	out.Blocks = (out.Size + 511) / 512
+	if dsz, ok := n.dirtySize(); ok {
+		out.Size = uint64(dsz)
+	}
+	out.SetTimeout(0)
+	return true
 }
 
 // dirtySize returns the size seen through a handle with unsent writes.
@@ -153,6 +179,25 @@ func (n *node) dirtySize() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// writer returns n's only handle open for writing, if it has exactly one.
+func (n *node) writer() fs.FileHandle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var w *handle
+	for h := range n.handles {
+		if h.flags&fuse.O_ANYWRITE != 0 {
+			if w != nil {
+				return nil
+			}
+			w = h
+		}
+	}
+	if w == nil {
+		return nil
+	}
+	return w
 }
 
 // flushAll sends the writes of every open handle of n.
@@ -188,10 +233,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		d[zx.AMode] = zx.FormatMode(mode & 07777)
 	}
 	if uid, ok := in.GetUID(); ok {
-		d.SetInt(zx.AUid, int64(uid))
+		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(uid)))
 	}
 	if gid, ok := in.GetGID(); ok {
-		d.SetInt(zx.AGid, int64(gid))
+		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(gid)))
 	}
 	if mt, ok := in.GetMTime(); ok {
 		d.SetTime(zx.AMtime, mt)
@@ -200,6 +245,12 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		d.SetTime(zx.AAtime, at)
 	}
 	size, hasSize := in.GetSize()
+	if f == nil && hasSize && n.m.wb != nil {
+		// open(O_TRUNC) arrives as a truncation without a handle (go-fuse
+		// does not ask for atomic O_TRUNC): with write-back, give it to
+		// the handle just opened for writing, so it travels with the data.
+		f = n.writer()
+	}
 	if h, ok := f.(*handle); ok && hasSize {
 		h.truncate(int64(size))
 		hasSize = false
@@ -259,8 +310,8 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	}
 	p := join(n.path(), name)
 	if c, ok := ctx.(*fuse.Context); ok && c.Caller.Owner.Uid != 0 && d[zx.AUid] == "" {
-		d.SetInt(zx.AUid, int64(c.Caller.Owner.Uid))
-		d.SetInt(zx.AGid, int64(c.Caller.Owner.Gid))
+		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
+		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
 	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
@@ -453,12 +504,20 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	return 0
 }
 
-// Fsync implements fs.NodeFsyncer (for fsync without a handle we know).
+// Fsync implements fs.NodeFsyncer (for fsync without a handle we know,
+// and of directories). With write-back, it waits for everything written
+// before it: fsync of the mount point is the mount's syncfs (zx sync).
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	var e syscall.Errno
 	if h, ok := f.(*handle); ok {
-		return h.flush(ctx)
+		e = h.flush(ctx)
+	} else {
+		e = n.flushAll(ctx)
 	}
-	return n.flushAll(ctx)
+	if e != 0 {
+		return e
+	}
+	return n.m.sync(ctx)
 }
 
 // ---- extended attributes: "user.NAME" is the zx user attribute NAME ----

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // Exit codes, stable: scripts depend on them.
@@ -36,7 +37,7 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
 		benchCommand(), demoCommand(), versionCommand(), helpCommand(),
 	}
 }
@@ -52,6 +53,9 @@ func lookup(name string) (command, bool) {
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == "mount.zx" {
+		os.Exit(runMount(mountHelperArgs(os.Args[1:])))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

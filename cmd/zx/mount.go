@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,36 +24,71 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--coherency D] [--debug] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
 			"the server pushes (or, if it cannot, by a coherency window), so a cached file opens " +
-			"with no round trip and a directory listing is one request. close() returns once the " +
-			"server has the data (close-to-open). It runs in the background once mounted unless -f " +
+			"with no round trip and a directory listing is one request. With --cache-dir, file data " +
+			"is also kept on disk across mounts (revalidated with one find when mounting). " +
+			"By default close() returns once the server has the data (close-to-open); with " +
+			"--writeback it returns at once, the data journaled on local disk and sent in the " +
+			"background; fsync, 'zx sync MOUNTPOINT' and 'zx umount' wait for it, and a journal " +
+			"left by a crash is replayed at the next mount. Every wait for the server is bounded " +
+			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"coherency=D, debug; rw, defaults, auto, noauto, user, nofail and _netdev are accepted " +
-			"and ignored. docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, debug; " +
+			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
+			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
 			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
 			"on the host, and mounts the tree it serves.",
-		example: "zx mount zx://127.0.0.1/src /mnt/src && ls -l /mnt/src",
+		example: "zx mount -o writeback,cache_dir=$HOME/.cache/zx zx://127.0.0.1/src /mnt/src && ls -l /mnt/src",
 		run:     runMount,
 	}
 }
 
 type mountOptions struct {
 	sec        secFlags
+	ssh        sshFlags
 	foreground bool
 	debug      bool
 	coherency  time.Duration
-	ssh        sshFlags
+	timeout    time.Duration
+	cacheDir   string
+	cacheSize  int64
+	writeback  bool
+	idmap      string
 	mo         mount.Options
+}
+
+// parseCacheSize parses a size such as 512M, 2G or 1000000.
+func parseCacheSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"):
+		mult = 1 << 30
+	case strings.HasSuffix(s, "T"):
+		mult = 1 << 40
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q: want e.g. 512M or 2G", s)
+	}
+	return n * mult, nil
 }
 
 func parseMountOpts(s string, o *mountOptions) error {
 	for _, opt := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(opt), "=")
+		var err error
 		switch k {
 		case "":
 		case "ro":
@@ -62,15 +99,24 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.mo.DefaultPermissions = true
 		case "debug":
 			o.debug = true
+		case "writeback":
+			o.writeback = true
+		case "cache_dir":
+			o.cacheDir = v
+		case "cache_size":
+			o.cacheSize, err = parseCacheSize(v)
+		case "idmap":
+			o.idmap = v
 		case "coherency":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("option coherency=%s: %v", v, err)
-			}
-			o.coherency = d
-		case "rw", "defaults", "auto", "noauto", "user", "nouser", "nofail", "_netdev", "exec", "noexec", "suid", "nosuid", "dev", "nodev":
+			o.coherency, err = time.ParseDuration(v)
+		case "timeout":
+			o.timeout, err = time.ParseDuration(v)
+		case "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "exec", "noexec", "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime":
 		default:
 			return fmt.Errorf("unknown mount option %q", k)
+		}
+		if err != nil {
+			return fmt.Errorf("option %s=%s: %v", k, v, err)
 		}
 	}
 	return nil
@@ -83,6 +129,11 @@ func runMount(args []string) int {
 	fs.BoolVar(&o.foreground, "f", false, "stay in the foreground")
 	opts := fs.String("o", "", "mount options, comma-separated (see above)")
 	fs.DurationVar(&o.coherency, "coherency", time.Second, "how stale cached metadata may be when the server cannot push change notices")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound on every wait for the server; a call not answered by then fails (EIO/ETIMEDOUT)")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "keep file data on disk here too, across mounts (and the write-back journal)")
+	cacheSize := fs.String("cache-size", "1G", "bound on the disk cache, e.g. 512M or 10G")
+	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
+	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
@@ -90,7 +141,14 @@ func runMount(args []string) int {
 	if code >= 0 {
 		return code
 	}
+	var err error
+	if o.cacheSize, err = parseCacheSize(*cacheSize); err != nil {
+		return usageError(c, "--cache-size: "+err.Error())
+	}
 	if err := parseMountOpts(*opts, &o); err != nil {
+		return usageError(c, err.Error())
+	}
+	if o.mo.IDMap, err = mount.ParseIDMap(o.idmap); err != nil {
 		return usageError(c, err.Error())
 	}
 	if len(rest) != 2 {
@@ -112,6 +170,29 @@ func runMount(args []string) int {
 		return daemonize(args)
 	}
 	return mountForeground(loc, mnt, o)
+}
+
+// mountHelperArgs translates the arguments mount(8) gives a helper
+// (/sbin/mount.zx SPEC DIR [-sfnv] [-o OPTIONS]) into zx mount's: so a
+// link named mount.zx makes "mount -t zx" and fstab entries work.
+func mountHelperArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o" && i+1 < len(args):
+			out = append(out, "-o", args[i+1])
+			i++
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			out = append(out, "-o", a[2:])
+		case strings.HasPrefix(a, "-t") && len(a) > 2, a == "-s", a == "-n", a == "-v", a == "-f":
+			// sloppy, no mtab, verbose, fake: nothing to do
+		case a == "-t" && i+1 < len(args):
+			i++
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // daemonize runs this mount again in the foreground in a new session, and
@@ -151,35 +232,111 @@ func daemonize(args []string) int {
 	return exitFail
 }
 
+// cacheDirFor returns the directory for the cache of loc under base
+// (default ~/.cache/zx): one per location, so one base serves many mounts.
+func cacheDirFor(base string, loc client.Location) (string, error) {
+	if base == "" {
+		ucd, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("no cache directory: give --cache-dir (%v)", err)
+		}
+		base = filepath.Join(ucd, "zx")
+	}
+	key := strings.Map(func(r rune) rune {
+		if r == '/' || r == ':' || r == '@' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, strings.TrimPrefix(loc.String(), "zx://"))
+	return filepath.Join(base, key), nil
+}
+
+// lockDir takes an exclusive lock on dir for the life of the process, so
+// that two mounts never share a cache or journal.
+// The lock lasts while the returned file is open.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s is in use by another zx mount", dir)
+	}
+	return f, nil
+}
+
 func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	level := slog.LevelWarn
 	if o.debug {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	opts, err := clientOptions(loc, o.sec)
-	if err != nil {
-		cancel()
+	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
 		return exitFail
 	}
-	conn, err := dial(dctx, loc, o.ssh, opts)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	copts := cache.Options{Coherency: o.coherency, Logger: log}
+	if o.cacheDir != "" || o.writeback {
+		dir, err := cacheDirFor(o.cacheDir, loc)
+		if err != nil {
+			return fail(err)
+		}
+		lock, err := lockDir(dir)
+		if err != nil {
+			return fail(err)
+		}
+		defer lock.Close()
+		copts.Journal = filepath.Join(dir, "journal")
+		if o.cacheDir != "" {
+			copts.Dir, copts.DiskBytes = filepath.Join(dir, "data"), o.cacheSize
+		}
+	}
+
+	copts2, err := clientOptions(loc, o.sec)
+	if err != nil {
+		return fail(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, o.timeout)
+	conn, err := dial(dctx, loc, o.ssh, copts2)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
-		return exitFail
+		return fail(err)
 	}
 	defer conn.Close()
 	t := conn.Tree(loc.Tree)
-	if _, err := t.Conn().Attach(ctx, loc.Tree); err != nil {
-		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
-		return exitFail
+	actx, cancel := context.WithTimeout(ctx, o.timeout)
+	_, err = t.Conn().Attach(actx, loc.Tree)
+	cancel()
+	if err != nil {
+		return fail(err)
 	}
-	ca := cache.New(subtree.New(t, loc.Path), cache.Options{Coherency: o.coherency})
+	ca, err := cache.Open(subtree.New(t, loc.Path), copts)
+	if err != nil {
+		return fail(err)
+	}
+	defer ca.Close()
+	wb := ca.WriteBack()
+	if wb != nil && wb.Leftover() > 0 {
+		// Data an earlier session's close() returned for: the server
+		// gets it before anything else happens.
+		rctx, cancel := context.WithTimeout(ctx, 10*o.timeout)
+		n, err := wb.Replay(rctx)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("replaying the write-back journal: %v; the data stays in %s; mount again when the server is reachable", err, copts.Journal))
+		}
+		log.Warn("replayed the write-back journal of an earlier session", "records", n)
+	}
 	o.mo.Coherency = o.coherency
+	o.mo.Timeout = o.timeout
+	o.mo.WriteBack = o.writeback
 	o.mo.Debug = o.debug
 	o.mo.Logger = log
 	if o.mo.FsName == "" {
@@ -187,8 +344,7 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	}
 	m, err := mount.Mount(mnt, ca, o.mo)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "zx mount: %v\n", err)
-		return exitFail
+		return fail(err)
 	}
 	if fd := os.Getenv("ZX_MOUNT_READY_FD"); fd == "3" {
 		ready := os.NewFile(3, "ready")
@@ -210,9 +366,21 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 		<-done
 	case <-conn.Done():
 		// The connection is gone: calls fail with EIO until unmounted.
-		// (Reconnecting is future work; see docs/cache.md.)
+		// (Reconnecting is the client's job; see docs/cache.md.)
 		log.Warn("connection lost", "err", conn.Err())
 		<-done
+	}
+	if wb != nil {
+		// Unmounted (perhaps by fusermount3 -u) with data still on its
+		// way: wait for it, bounded; what is left stays journaled for
+		// the next mount.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*o.timeout)
+		err := wb.Sync(sctx)
+		cancel()
+		if err != nil {
+			log.Error("unmounted with write-back data not on the server; it stays journaled and is sent at the next mount", "err", err)
+			return exitFail
+		}
 	}
 	return exitOK
 }
@@ -220,10 +388,14 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 func umountCommand() command {
 	return command{
 		name:    "umount",
-		args:    "MOUNTPOINT",
+		args:    "[--force] [--timeout D] MOUNTPOINT",
 		summary: "unmount a zx mount",
-		help: "Umount unmounts a FUSE mount with fusermount3, lazily if it is busy or its server " +
-			"is gone, so it always succeeds for a zx mount.",
+		help: "Umount first waits until data written through the mount is on the server (as " +
+			"'zx sync'; it matters with --writeback). If some cannot be sent, it says so and " +
+			"refuses, unless --force is given: then the data stays in the mount's journal and is " +
+			"sent at the next mount of the same location with the same cache directory. It then " +
+			"unmounts with fusermount3, lazily if the mount is busy or its server is gone, so it " +
+			"always succeeds for a zx mount with nothing pending.",
 		example: "zx umount /mnt/src",
 		run:     runUmount,
 	}
@@ -232,12 +404,21 @@ func umountCommand() command {
 func runUmount(args []string) int {
 	c := umountCommand()
 	fs := newFlagSet(c)
+	force := fs.Bool("force", false, "unmount even if written data is not on the server yet (it stays journaled)")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for written data to reach the server")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
 	}
 	if len(rest) != 1 {
 		return usageError(c, "want a mount point")
+	}
+	if err := syncMount(rest[0], *timeout); err != nil {
+		if !*force && err != errMountGone {
+			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v; use --force to unmount anyway (nothing is lost)\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(os.Stderr, "zx umount: %v\n", err)
 	}
 	out, err := exec.Command("fusermount3", "-u", rest[0]).CombinedOutput()
 	if err == nil {

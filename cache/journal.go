@@ -1,0 +1,233 @@
+package cache
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/zxfs/zx"
+)
+
+// A journal keeps write-back records on the client's disk until the server
+// acknowledged them, so that a client crash loses nothing close() returned
+// for. Each record is one file, "NNNNNNNNNNNNNNNNNNNN.rec" (its sequence
+// number), holding:
+//
+//	zxjournal 1\n
+//	{JSON header: seq, path, ops, data length, sha256 of the data}\n
+//	data
+//
+// written to "tmp-*" in the same directory, fsynced, and renamed into
+// place, and the directory fsynced: a record is either complete (its
+// checksum matches) or absent. Leftover temporaries are removed on open;
+// a record whose checksum fails (the disk lied) is moved to "bad/".
+// Records the server refused are moved to "rejected/": the data is kept
+// for the user, never dropped silently.
+type journal struct {
+	dir string
+}
+
+const journalMagic = "zxjournal 1\n"
+
+// Op is one write of a write-back record: data (Len bytes, taken in
+// order from the record's data) put at Off, or, with Trunc, a resize of
+// the file to Off. Whole means the first op replaces the whole file (a
+// create-or-truncate put carrying the new size).
+type Op struct {
+	Off   int64 `json:"off"`
+	Len   int64 `json:"len,omitempty"`
+	Trunc bool  `json:"trunc,omitempty"`
+	Whole bool  `json:"whole,omitempty"`
+}
+
+// record is the header of one journal record.
+type record struct {
+	Seq     uint64 `json:"seq"`
+	Path    string `json:"path"`
+	Ops     []Op   `json:"ops"`
+	DataLen int64  `json:"datalen"`
+	Sum     string `json:"sum"`
+
+	file    string // the record's file
+	dataOff int64  // where its data starts in the file
+}
+
+func openJournal(dir string) (*journal, error) {
+	for _, d := range []string{dir, filepath.Join(dir, "bad"), filepath.Join(dir, "rejected")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("write-back journal: %w", err)
+		}
+	}
+	return &journal{dir: dir}, nil
+}
+
+func recName(seq uint64) string { return fmt.Sprintf("%020d.rec", seq) }
+
+// write stores a record durably: when it returns nil, the record survives
+// a crash of the client.
+func (j *journal) write(r *record, data []byte) error {
+	sum := sha256.Sum256(data)
+	r.DataLen = int64(len(data))
+	r.Sum = hex.EncodeToString(sum[:])
+	hdr, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(j.dir, "tmp-*")
+	if err != nil {
+		return fmt.Errorf("write-back journal: %w", err)
+	}
+	tmp := f.Name()
+	w := bufio.NewWriterSize(f, 256<<10)
+	w.WriteString(journalMagic)
+	w.Write(hdr)
+	w.WriteByte('\n')
+	w.Write(data)
+	err = w.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	name := filepath.Join(j.dir, recName(r.Seq))
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err == nil {
+		err = syncDir(j.dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write-back journal: %w", err)
+	}
+	r.file = name
+	r.dataOff = int64(len(journalMagic) + len(hdr) + 1)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// done removes an acknowledged record.
+func (j *journal) done(r *record) {
+	os.Remove(r.file)
+}
+
+// reject moves a record the server refused aside, keeping its data.
+func (j *journal) reject(r *record) string {
+	to := filepath.Join(j.dir, "rejected", filepath.Base(r.file))
+	if err := os.Rename(r.file, to); err != nil {
+		return r.file
+	}
+	return to
+}
+
+// load returns the complete records in the journal, in sequence order.
+// Temporaries (a crash while writing a record, before close() returned)
+// are removed; records that fail their checksum are moved to bad/.
+func (j *journal) load() ([]*record, []error) {
+	ents, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, []error{err}
+	}
+	var recs []*record
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		full := filepath.Join(j.dir, name)
+		switch {
+		case strings.HasPrefix(name, "tmp-"):
+			os.Remove(full)
+			continue
+		case !strings.HasSuffix(name, ".rec") || !e.Type().IsRegular():
+			continue
+		}
+		r, err := readRecord(full)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write-back journal: %s: %v (moved to bad/)", name, err))
+			os.Rename(full, filepath.Join(j.dir, "bad", name))
+			continue
+		}
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b *record) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	return recs, errs
+}
+
+// readRecord reads and checks the record in file.
+func readRecord(file string) (*record, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := bytes.CutPrefix(b, []byte(journalMagic))
+	if !ok {
+		return nil, errors.New("not a journal record")
+	}
+	hdr, data, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return nil, errors.New("truncated header")
+	}
+	r := &record{}
+	if err := json.Unmarshal(hdr, r); err != nil {
+		return nil, fmt.Errorf("header: %v", err)
+	}
+	if int64(len(data)) != r.DataLen {
+		return nil, fmt.Errorf("data is %d bytes, header says %d", len(data), r.DataLen)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != r.Sum {
+		return nil, errors.New("checksum mismatch")
+	}
+	if _, err := zx.CleanPath(r.Path); err != nil || r.Path == "/" {
+		return nil, fmt.Errorf("bad path %q", r.Path)
+	}
+	var n int64
+	for _, op := range r.Ops {
+		if op.Off < 0 || op.Len < 0 {
+			return nil, errors.New("bad op")
+		}
+		n += op.Len
+	}
+	if n != r.DataLen {
+		return nil, errors.New("ops do not cover the data")
+	}
+	if base := filepath.Base(file); base != recName(r.Seq) {
+		if s, err := strconv.ParseUint(strings.TrimSuffix(base, ".rec"), 10, 64); err != nil || s != r.Seq {
+			return nil, errors.New("sequence number does not match the name")
+		}
+	}
+	r.file = file
+	r.dataOff = int64(len(journalMagic) + len(hdr) + 1)
+	return r, nil
+}
+
+// section returns a reader of n bytes of r's data from offset off.
+func (r *record) section(f *os.File, off, n int64) io.Reader {
+	return io.NewSectionReader(f, r.dataOff+off, n)
+}

@@ -1,0 +1,409 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/zxfs/zx"
+)
+
+// WriteBack sends file data to the remote in the background: Write
+// journals a file's writes on the local disk, issues them at once (so
+// they take their place in the connection's request order, before any
+// later request on the same file) and returns without waiting for the
+// server. Sync waits for everything written before it. A record leaves
+// the journal when the server has acknowledged all of it; one the server
+// refuses is moved to the journal's rejected/ directory, logged, counted,
+// and reported by the next Sync. Records left by an earlier session (a
+// crash, or an unmount that could not reach the server) are sent again
+// by Replay.
+//
+// Lock order: WriteBack.mu, then Cache.mu (through the tree's methods,
+// never while holding WriteBack.mu across a wait).
+type WriteBack struct {
+	t   zx.Tree
+	j   *journal
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	seq      uint64
+	recs     map[uint64]*wbRec // not yet acknowledged, by seq
+	paths    map[string]*wbPath
+	errs     []error // refusals not yet reported by Sync
+	leftover []*record
+	stats    WriteBackStats
+}
+
+// wbRec is a record in flight.
+type wbRec struct {
+	r       *record
+	size    int64         // the file's size once the record is applied
+	done    chan struct{} // closed when acknowledged or refused
+	settled chan struct{} // closed when the current attempt is over
+	stuck   bool          // failed for want of the server: kept, sent again by Sync
+	active  bool          // issued, replies not all in
+}
+
+type wbPath struct {
+	n    int
+	size int64
+}
+
+// WriteBackStats counts what the write-back queue did.
+type WriteBackStats struct {
+	Pending      int   // records not yet acknowledged by the server
+	PendingBytes int64 // their data
+	Stuck        int   // of those, records that failed for want of the server
+	Written      int64 // records acknowledged
+	Rejected     int64 // records the server refused (kept in rejected/)
+	Replayed     int64 // records replayed from an earlier session
+	Journal      string
+}
+
+// NewWriteBack returns a write-back queue sending to t, journaling in dir.
+// Records found in dir are kept for Replay.
+func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	j, err := openJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs, errs := j.load()
+	for _, err := range errs {
+		log.Warn("cache: " + err.Error())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &WriteBack{
+		t: t, j: j, log: log, ctx: ctx, cancel: cancel,
+		recs: make(map[uint64]*wbRec), paths: make(map[string]*wbPath),
+		leftover: recs,
+	}
+	w.stats.Journal = dir
+	for _, r := range recs {
+		w.seq = max(w.seq, r.Seq)
+	}
+	return w, nil
+}
+
+// Leftover returns how many records an earlier session left to replay.
+func (w *WriteBack) Leftover() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.leftover)
+}
+
+// Replay sends the records an earlier session left in the journal, in
+// their order, and waits for them (bounded by ctx). It returns how many
+// reached the server.
+func (w *WriteBack) Replay(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	recs := w.leftover
+	w.leftover = nil
+	var ws []*wbRec
+	for _, r := range recs {
+		size := int64(-1)
+		wr := &wbRec{r: r, size: size, done: make(chan struct{})}
+		w.add(wr)
+		ws = append(ws, wr)
+	}
+	w.mu.Unlock()
+	for _, wr := range ws {
+		w.log.Info("cache: replaying write-back record", "path", wr.r.Path, "seq", wr.r.Seq)
+		w.issue(wr)
+	}
+	w.mu.Lock()
+	var attempts []chan struct{}
+	for _, wr := range ws {
+		attempts = append(attempts, wr.settled)
+	}
+	w.mu.Unlock()
+	for _, a := range attempts {
+		select {
+		case <-a:
+		case <-ctx.Done():
+		}
+	}
+	n := 0
+	for _, wr := range ws {
+		select {
+		case <-wr.done:
+			n++
+		default:
+		}
+	}
+	if n < len(ws) {
+		return n, zx.E(zx.ErrIO, "replay", "/", fmt.Sprintf("%d of %d write-back records could not be sent; they stay in the journal", len(ws)-n, len(ws)))
+	}
+	w.mu.Lock()
+	w.stats.Replayed += int64(n)
+	err := w.takeErrs()
+	w.mu.Unlock()
+	return n, err
+}
+
+// add registers wr. w.mu is held.
+func (w *WriteBack) add(wr *wbRec) {
+	w.recs[wr.r.Seq] = wr
+	w.stats.PendingBytes += wr.r.DataLen
+	if wr.size >= 0 {
+		pp := w.paths[wr.r.Path]
+		if pp == nil {
+			pp = &wbPath{}
+			w.paths[wr.r.Path] = pp
+		}
+		pp.n++
+		pp.size = wr.size
+	}
+}
+
+// Write journals the writes ops (with their data, concatenated) to the
+// file at p, whose size is size once they are applied, and issues them.
+// When it returns nil the writes survive a crash of the client, and they
+// are ordered before any request issued on the tree after it.
+func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
+	w.mu.Lock()
+	w.seq++
+	r := &record{Seq: w.seq, Path: p, Ops: ops}
+	w.mu.Unlock()
+	// Journaling under no lock: records are written in parallel; their
+	// issue order is their seq order only per handle, which is what
+	// the request order needs (a file's writes come from its handles'
+	// flushes, which are serialized per handle).
+	if err := w.j.write(r, data); err != nil {
+		return err
+	}
+	wr := &wbRec{r: r, size: size, done: make(chan struct{})}
+	w.mu.Lock()
+	w.add(wr)
+	w.mu.Unlock()
+	w.issue(wr)
+	return nil
+}
+
+// issue sends wr's ops and, in the background, waits for their replies.
+func (w *WriteBack) issue(wr *wbRec) {
+	r := wr.r
+	f, err := os.Open(r.file)
+	if err != nil {
+		w.mu.Lock()
+		wr.settled = make(chan struct{})
+		w.mu.Unlock()
+		w.finish(wr, err)
+		return
+	}
+	w.mu.Lock()
+	wr.active, wr.stuck = true, false
+	wr.settled = make(chan struct{})
+	w.mu.Unlock()
+	var rcs []<-chan zx.Reply
+	var off int64
+	for _, op := range r.Ops {
+		switch {
+		case op.Trunc:
+			d := zx.Dir{}
+			d.SetInt(zx.ASize, op.Off)
+			rcs = append(rcs, w.t.Wstat(w.ctx, r.Path, d))
+		case op.Whole:
+			d := zx.Dir{zx.AType: zx.TypeFile}
+			d.SetInt(zx.ASize, op.Len)
+			rcs = append(rcs, w.t.Put(w.ctx, r.Path, d, 0, r.section(f, off, op.Len)))
+		default:
+			rcs = append(rcs, w.t.Put(w.ctx, r.Path, zx.Dir{}, op.Off, r.section(f, off, op.Len)))
+		}
+		off += op.Len
+	}
+	go func() {
+		var first error
+		for _, rc := range rcs {
+			if rep := <-rc; rep.Err != nil && first == nil {
+				first = rep.Err
+			}
+		}
+		f.Close()
+		w.finish(wr, first)
+	}()
+}
+
+// transient reports whether err means the server was not reached (the
+// record may be sent again), rather than that it refused the write.
+func transient(err error) bool {
+	switch zx.KindOf(err) {
+	case zx.ErrIO, zx.ErrTimeout, zx.ErrCanceled, zx.ErrProtocol, zx.ErrLimit:
+		return true
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// finish records the outcome of wr.
+func (w *WriteBack) finish(wr *wbRec, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr.active = false
+	defer close(wr.settled)
+	if err != nil && transient(err) {
+		if !wr.stuck {
+			w.log.Warn("cache: write-back waits for the server", "path", wr.r.Path, "err", err)
+		}
+		wr.stuck = true
+		return
+	}
+	if err != nil {
+		to := w.j.reject(wr.r)
+		w.log.Error("cache: the server refused written data; kept aside", "path", wr.r.Path, "err", err, "kept", to)
+		w.errs = append(w.errs, fmt.Errorf("write-back of %s refused (data kept in %s): %w", wr.r.Path, to, err))
+		w.stats.Rejected++
+	} else {
+		w.j.done(wr.r)
+		w.stats.Written++
+	}
+	delete(w.recs, wr.r.Seq)
+	w.stats.PendingBytes -= wr.r.DataLen
+	if pp := w.paths[wr.r.Path]; pp != nil && wr.size >= 0 {
+		if pp.n--; pp.n <= 0 {
+			delete(w.paths, wr.r.Path)
+		}
+	}
+	close(wr.done)
+}
+
+func (w *WriteBack) takeErrs() error {
+	err := errors.Join(w.errs...)
+	w.errs = nil
+	return err
+}
+
+// Sync waits until every record written before it is on the server,
+// sending again those that failed for want of the server. It returns an
+// error if some are still pending when ctx is done or could not be sent
+// (they stay journaled), or if the server refused some since the last
+// Sync.
+func (w *WriteBack) Sync(ctx context.Context) error {
+	w.mu.Lock()
+	var ws []*wbRec
+	for _, wr := range w.recs {
+		ws = append(ws, wr)
+	}
+	slices.SortFunc(ws, func(a, b *wbRec) int { return compareSeq(a.r.Seq, b.r.Seq) })
+	var again []*wbRec
+	for _, wr := range ws {
+		if wr.stuck && !wr.active {
+			again = append(again, wr)
+		}
+	}
+	w.mu.Unlock()
+	for _, wr := range again {
+		w.issue(wr)
+	}
+	w.mu.Lock()
+	var attempts []chan struct{}
+	for _, wr := range ws {
+		if wr.settled != nil {
+			attempts = append(attempts, wr.settled)
+		}
+	}
+	w.mu.Unlock()
+wait:
+	for _, a := range attempts {
+		select {
+		case <-a:
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var left []string
+	for _, wr := range ws {
+		select {
+		case <-wr.done:
+		default:
+			left = append(left, wr.r.Path)
+		}
+	}
+	err := w.takeErrs()
+	if len(left) > 0 {
+		kind := zx.ErrIO
+		if ctx.Err() != nil {
+			kind = zx.ErrTimeout
+		}
+		err = errors.Join(err, zx.E(kind, "sync", "/", fmt.Sprintf("%d writes not yet on the server (kept in the journal %s): %s", len(left), w.j.dir, summarize(left))))
+	}
+	return err
+}
+
+func compareSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func summarize(paths []string) string {
+	if len(paths) > 5 {
+		return fmt.Sprintf("%v and %d more", paths[:5], len(paths)-5)
+	}
+	return fmt.Sprint(paths)
+}
+
+// PendingSize reports the size the file at p will have once its pending
+// writes are applied, if it has any.
+func (w *WriteBack) PendingSize(p string) (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if pp := w.paths[p]; pp != nil {
+		return pp.size, true
+	}
+	return 0, false
+}
+
+// Stats returns the queue's counters.
+func (w *WriteBack) Stats() WriteBackStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	s.Pending = len(w.recs) + len(w.leftover)
+	for _, wr := range w.recs {
+		if wr.stuck {
+			s.Stuck++
+		}
+	}
+	for _, r := range w.leftover {
+		s.PendingBytes += r.DataLen
+	}
+	return s
+}
+
+// PendingPaths returns the paths with writes not yet on the server.
+func (w *WriteBack) PendingPaths() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ps []string
+	for _, wr := range w.recs {
+		ps = append(ps, wr.r.Path)
+	}
+	for _, r := range w.leftover {
+		ps = append(ps, r.Path)
+	}
+	slices.Sort(ps)
+	return slices.Compact(ps)
+}
+
+// Close stops sending. Records not yet acknowledged stay in the journal
+// for the next session's Replay.
+func (w *WriteBack) Close() error {
+	w.cancel()
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx/wan"
+)
+
+func canMount(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("!!! SKIPPING FUSE TESTS: /dev/fuse is missing: " + err.Error() + " !!!")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("!!! SKIPPING FUSE TESTS: fusermount3 is missing !!!")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mounted(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Contains(string(b), " "+dir+" ")
+}
+
+// daemonPid returns the pid of the zx mount process serving dir, or 0.
+func daemonPid(dir string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
+		if len(args) > 2 && string(args[0]) == zxBin && string(args[1]) == "mount" && string(args[len(args)-1]) == dir {
+			return pid
+		}
+	}
+	return 0
+}
+
+// zxMount runs zx mount (as a daemon) and makes sure that, whatever
+// happens, the mount and its process are gone when the test ends.
+func zxMount(t *testing.T, args ...string) {
+	t.Helper()
+	dir := args[len(args)-1]
+	t.Cleanup(func() {
+		if mounted(dir) {
+			exec.Command("fusermount3", "-u", "-z", dir).Run()
+		}
+		for i := 0; i < 50 && daemonPid(dir) != 0; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if pid := daemonPid(dir); pid != 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	runZX(t, "", append([]string{"mount"}, args...)...).want(t, 0, "zx mount")
+	if !mounted(dir) {
+		t.Fatalf("zx mount returned but %s is not mounted", dir)
+	}
+}
+
+// TestMountDaemon: zx mount returns once mounted, leaving a daemon;
+// -o options work; zx sync and zx umount wait for written-back data.
+func TestMountDaemon(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	addr := serve(t, srvDir)
+	mnt, cdir := t.TempDir(), t.TempDir()
+	zxMount(t, "-o", "rw,nodev,writeback,cache_dir="+cdir+",cache_size=64M,timeout=5s,coherency=1s,idmap=user", "zx://"+addr+"/", mnt)
+	if daemonPid(mnt) == 0 {
+		t.Fatal("no mount process left running")
+	}
+	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("through the daemon"), 0o644))
+	runZX(t, "", "sync", mnt).want(t, 0, "zx sync")
+	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "through the daemon" {
+		t.Fatalf("after zx sync the server has %q", b)
+	}
+	// A second mount cannot share the cache directory.
+	mnt2 := t.TempDir()
+	t.Cleanup(func() {
+		if mounted(mnt2) {
+			exec.Command("fusermount3", "-u", "-z", mnt2).Run()
+		}
+	})
+	r := runZX(t, "", "mount", "-o", "writeback,cache_dir="+cdir, "zx://"+addr+"/", mnt2).want(t, 1, "second mount with the same cache")
+	if !strings.Contains(r.stderr, "in use") {
+		t.Errorf("second mount said %q", r.stderr)
+	}
+	// Bad options are usage errors, reported by the caller.
+	runZX(t, "", "mount", "-o", "bogus", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad option")
+	runZX(t, "", "mount", "--idmap", "file:/nonexistent", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad idmap")
+	// Errors of the daemon before it is ready reach the caller.
+	r = runZX(t, "", "mount", "zx://127.0.0.1:1/", t.TempDir()).want(t, 1, "unreachable server")
+	if !strings.Contains(r.stderr, "cannot connect") {
+		t.Errorf("mount of an unreachable server said %q", r.stderr)
+	}
+
+	pid := daemonPid(mnt)
+	must(t, os.WriteFile(filepath.Join(mnt, "g"), []byte("before umount"), 0o644))
+	runZX(t, "", "umount", mnt).want(t, 0, "zx umount")
+	if mounted(mnt) {
+		t.Fatal("still mounted after zx umount")
+	}
+	if b, _ := os.ReadFile(filepath.Join(srvDir, "g")); string(b) != "before umount" {
+		t.Fatalf("after zx umount the server has %q", b)
+	}
+	for i := 0; i < 50 && processAlive(pid); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if processAlive(pid) {
+		t.Fatal("the mount process is still running after zx umount")
+	}
+}
+
+func processAlive(pid int) bool {
+	if pid == 0 {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// TestMountCrash: the mount process is killed (SIGKILL) with written-back
+// data not yet on the server; the next mount replays its journal.
+func TestMountCrash(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	addr := serve(t, srvDir)
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{})
+	must(t, err)
+	defer p.Close()
+	mnt, cdir := t.TempDir(), t.TempDir()
+	loc := "zx://" + p.Addr() + "/"
+	zxMount(t, "--writeback", "--cache-dir", cdir, loc, mnt)
+	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("old"), 0o644))
+	runZX(t, "", "sync", mnt).want(t, 0, "zx sync")
+
+	p.Stall(2 * time.Second)
+	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("written, then the client crashed"), 0o644))
+	pid := daemonPid(mnt)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 50 && processAlive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "old" {
+		t.Fatalf("the server has %q; the stall should have kept the data from it", b)
+	}
+	recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec"))
+	if len(recs) != 1 {
+		t.Fatalf("journal after the crash: %v, want one record", recs)
+	}
+	// The dead mount's unmount works (nothing to wait for).
+	runZX(t, "", "umount", mnt).want(t, 0, "zx umount of a dead mount")
+
+	// Mounting waits out the rest of the stall.
+	zxMount(t, "--cache-dir", cdir, loc, mnt)
+	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "written, then the client crashed" {
+		t.Fatalf("after the remount the server has %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(mnt, "f")); string(b) != "written, then the client crashed" {
+		t.Fatalf("the mount shows %q", b)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec")); len(recs) != 0 {
+		t.Fatalf("journal after replay: %v", recs)
+	}
+}

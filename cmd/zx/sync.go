@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+func syncCommand() command {
+	return command{
+		name:    "sync",
+		args:    "[--timeout D] MOUNTPOINT",
+		summary: "wait until a zx mount's written data is on the server",
+		help: "Sync waits until everything written through the zx mount at MOUNTPOINT before it " +
+			"has been acknowledged by the server. It matters with 'zx mount --writeback', where " +
+			"close() does not wait; without it, close already waited and sync returns at once. " +
+			"It is an fsync of the mount point, which the mount answers for the whole mount, so " +
+			"'sync -f FILE' or any program's fsync of a directory in the mount does the same. " +
+			"Exit status 1 if some data could not be sent (it stays in the mount's journal).",
+		example: "cp -r build /mnt/src/ && zx sync /mnt/src",
+		run:     runSync,
+	}
+}
+
+func runSync(args []string) int {
+	c := syncCommand()
+	fs := newFlagSet(c)
+	timeout := fs.Duration("timeout", 0, "give up waiting after this long (default: the mount's own --timeout bounds it)")
+	rest, code := parseFlags(fs, c, args)
+	if code >= 0 {
+		return code
+	}
+	if len(rest) != 1 {
+		return usageError(c, "want a mount point")
+	}
+	if err := syncMount(rest[0], *timeout); err != nil {
+		fmt.Fprintf(os.Stderr, "zx sync: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// errMountGone: the mount's process died; there is nothing to wait for.
+var errMountGone = errors.New("the mount's process is gone; data it had not sent is replayed at the next mount")
+
+// syncMount fsyncs the mount point dir, giving up after timeout (0: no
+// limit of our own).
+func syncMount(dir string, timeout time.Duration) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, syscall.ENOTCONN) {
+		return errMountGone
+	}
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Sync()
+		f.Close()
+	}()
+	var tc <-chan time.Time
+	if timeout > 0 {
+		tc = time.After(timeout)
+	}
+	select {
+	case err = <-done:
+	case <-tc:
+		return fmt.Errorf("%s: written data still not on the server after %v; it stays journaled", dir, timeout)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOTCONN):
+		return errMountGone
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.ETIMEDOUT):
+		return fmt.Errorf("%s: written data could not all be sent to the server (%v); it stays in the mount's journal and is sent when the server is back, or at the next mount", dir, err)
+	}
+	return fmt.Errorf("%s: %v", dir, err)
+}

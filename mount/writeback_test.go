@@ -1,0 +1,246 @@
+package mount_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/mount"
+	"github.com/zxfs/zx/wan"
+)
+
+// wbEnv is a mount of a server over a local directory (so tests can look
+// at the server's disk), through a WAN emulator the test can stall.
+type wbEnv struct {
+	srvDir string // the server's disk
+	addr   string // the server, directly
+	proxy  *wan.Proxy
+	conn   *client.Conn
+	c      *cache.Cache
+	m      *mount.FS
+	dir    string
+}
+
+type wbSetup struct {
+	srvDir  string // default: a new temporary directory
+	addr    string // default: a new server over srvDir
+	copts   cache.Options
+	opts    mount.Options
+	noProxy bool
+}
+
+func wbMount(t *testing.T, s wbSetup) *wbEnv {
+	t.Helper()
+	canMount(t)
+	e := &wbEnv{srvDir: s.srvDir, addr: s.addr}
+	if e.srvDir == "" {
+		e.srvDir = t.TempDir()
+	}
+	if e.addr == "" {
+		tr, err := lfs.New(e.srvDir, lfs.Options{})
+		must(t, err)
+		e.addr = serve(t, tr)
+	}
+	addr := e.addr
+	if !s.noProxy {
+		p, err := wan.Listen("127.0.0.1:0", e.addr, wan.Config{})
+		must(t, err)
+		t.Cleanup(func() { p.Close() })
+		e.proxy, addr = p, p.Addr()
+	}
+	conn, err := client.Dial(context.Background(), addr, client.Options{})
+	must(t, err)
+	t.Cleanup(func() { conn.Close() })
+	e.conn = conn
+	c, err := cache.Open(conn.Tree(""), s.copts)
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	e.c = c
+	if wb := c.WriteBack(); wb != nil && wb.Leftover() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := wb.Replay(ctx)
+		cancel()
+		must(t, err)
+	}
+	e.dir = t.TempDir()
+	if s.opts.Timeout == 0 {
+		s.opts.Timeout = 10 * time.Second
+	}
+	m, err := mount.Mount(e.dir, c, s.opts)
+	must(t, err)
+	t.Cleanup(func() {
+		if err := m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	e.m = m
+	return e
+}
+
+func (e *wbEnv) p(name string) string { return filepath.Join(e.dir, name) }
+
+func (e *wbEnv) server(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.srvDir, name))
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+// TestCloseToOpen: in the default mode, once close() returned the
+// server's disk has the data.
+func TestCloseToOpen(t *testing.T) {
+	e := wbMount(t, wbSetup{noProxy: true})
+	for i, data := range []string{"first version", "second, longer version", "3"} {
+		must(t, os.WriteFile(e.p("f"), []byte(data), 0o644))
+		if got := e.server(t, "f"); got != data {
+			t.Fatalf("write %d: the server has %q after close, want %q", i, got, data)
+		}
+	}
+	// An in-place write (no truncation) too.
+	f, err := os.OpenFile(e.p("f"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("X"), 0)
+	must(t, err)
+	must(t, f.Close())
+	if got := e.server(t, "f"); got != "X" {
+		t.Fatalf("the server has %q after an in-place write, want %q", got, "X")
+	}
+}
+
+// TestWriteBack: with write-back, close returns while the link is
+// stalled (the server does not have the data yet), and fsync of the
+// mount point (zx sync) waits until it has it.
+func TestWriteBack(t *testing.T) {
+	journal := t.TempDir()
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: journal}, opts: mount.Options{WriteBack: true}})
+	f, err := os.Create(e.p("a"))
+	must(t, err)
+	_, err = f.Write([]byte("written back"))
+	must(t, err)
+	e.proxy.Stall(2 * time.Second)
+	must(t, f.Close())
+	if got := e.server(t, "a"); got != "" {
+		t.Fatalf("the server has %q while the link is stalled", got)
+	}
+	if n := e.c.WriteBack().Stats().Pending; n != 1 {
+		t.Fatalf("%d records pending, want 1", n)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(journal, "*.rec")); len(recs) != 1 {
+		t.Fatalf("journal holds %v, want one record", recs)
+	}
+	// stat after close does not wait for the data either.
+	fi, err := os.Stat(e.p("a"))
+	must(t, err)
+	if fi.Size() != int64(len("written back")) {
+		t.Fatalf("size %d after close", fi.Size())
+	}
+	if got := e.server(t, "a"); got != "" {
+		t.Fatalf("the server has %q while the link is stalled", got)
+	}
+
+	// zx sync: fsync of the mount point waits for everything.
+	d, err := os.Open(e.dir)
+	must(t, err)
+	defer d.Close()
+	must(t, unix.Fsync(int(d.Fd())))
+	if got := e.server(t, "a"); got != "written back" {
+		t.Fatalf("after sync the server has %q", got)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(journal, "*.rec")); len(recs) != 0 {
+		t.Fatalf("journal holds %v after sync", recs)
+	}
+	if got := readFile(t, e.p("a")); got != "written back" {
+		t.Fatalf("read back %q", got)
+	}
+
+	// fsync of the file itself waits too.
+	f, err = os.OpenFile(e.p("a"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.Write([]byte(", twice"))
+	must(t, err)
+	e.proxy.Stall(time.Second)
+	must(t, f.Sync())
+	if got := e.server(t, "a"); got != "written back, twice" {
+		t.Fatalf("after fsync the server has %q", got)
+	}
+	must(t, f.Close())
+}
+
+// TestWriteBackCrash: a client that dies with written-back data not yet
+// on the server loses nothing: the next mount replays the journal.
+func TestWriteBackCrash(t *testing.T) {
+	journal := t.TempDir()
+	srvDir := t.TempDir()
+	tr, err := lfs.New(srvDir, lfs.Options{})
+	must(t, err)
+	addr := serve(t, tr)
+
+	t.Run("crash", func(t *testing.T) {
+		e := wbMount(t, wbSetup{srvDir: srvDir, addr: addr, copts: cache.Options{Journal: journal}, opts: mount.Options{WriteBack: true}})
+		must(t, os.WriteFile(e.p("whole"), []byte("old"), 0o644))
+		must(t, os.WriteFile(e.p("extent"), []byte("0123456789"), 0o644))
+		must(t, e.m.Sync(context.Background()))
+		e.proxy.Stall(time.Minute)
+		// Rewritten whole, and written in place, while nothing reaches
+		// the server.
+		must(t, os.WriteFile(e.p("whole"), []byte("new contents"), 0o644))
+		f, err := os.OpenFile(e.p("extent"), os.O_WRONLY, 0)
+		must(t, err)
+		_, err = f.WriteAt([]byte("abc"), 3)
+		must(t, err)
+		must(t, f.Close())
+		if got := e.server(t, "whole") + "," + e.server(t, "extent"); got != "old,0123456789" {
+			t.Fatalf("the server has %s while the link is stalled", got)
+		}
+		// The crash: the connection dies with the data unsent.
+		e.proxy.Close()
+		if recs, _ := filepath.Glob(filepath.Join(journal, "*.rec")); len(recs) != 2 {
+			t.Fatalf("journal holds %v, want two records", recs)
+		}
+		if err := e.m.Sync(context.Background()); err == nil {
+			t.Fatal("sync succeeded with the server unreachable")
+		}
+	})
+	if got := readServer(t, srvDir, "whole") + "," + readServer(t, srvDir, "extent"); got != "old,0123456789" {
+		t.Fatalf("the server has %s after the crash", got)
+	}
+	// A torn record (a crash while journaling, before close returned) and
+	// a corrupted one are not replayed.
+	must(t, os.WriteFile(filepath.Join(journal, "tmp-123"), []byte("zxjournal 1\n{"), 0o600))
+	must(t, os.WriteFile(filepath.Join(journal, "00000000000000000099.rec"), []byte("zxjournal 1\n{\"seq\":99,\"path\":\"/whole\",\"ops\":[{\"off\":0,\"len\":3,\"whole\":true}],\"datalen\":3,\"sum\":\"00\"}\nBAD"), 0o600))
+
+	e := wbMount(t, wbSetup{srvDir: srvDir, addr: addr, copts: cache.Options{Journal: journal}, opts: mount.Options{WriteBack: true}, noProxy: true})
+	if got := readServer(t, srvDir, "whole") + "," + readServer(t, srvDir, "extent"); got != "new contents,012abc6789" {
+		t.Fatalf("after replay the server has %s", got)
+	}
+	if got := readFile(t, e.p("extent")); got != "012abc6789" {
+		t.Fatalf("read %q through the mount", got)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(journal, "*")); len(recs) != 2 {
+		t.Fatalf("journal holds %v after replay, want only bad/ and rejected/", recs)
+	}
+	if bad, _ := filepath.Glob(filepath.Join(journal, "bad", "*.rec")); len(bad) != 1 {
+		t.Fatalf("bad/ holds %v, want the corrupted record", bad)
+	}
+	if st := e.c.WriteBack().Stats(); st.Replayed != 2 || st.Pending != 0 {
+		t.Fatalf("stats after replay: %+v", st)
+	}
+}
+
+func readServer(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
