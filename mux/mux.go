@@ -61,7 +61,7 @@ import (
 // Config tunes a connection. The zero value is usable: each zero field
 // takes the default given beside it.
 type Config struct {
-	MaxStreamWindow int           // largest stream receive window (32 MiB)
+	MaxStreamWindow int           // largest stream receive window (32 MiB; at most MaxBuffer/2)
 	MaxConnWindow   int           // largest connection receive window (256 MiB)
 	MaxStreams      int           // streams a server accepts at once (4096)
 	KeepAlive       time.Duration // ping after this much silence (15s); < 0 disables
@@ -69,6 +69,27 @@ type Config struct {
 	Features        []string      // features this side offers
 	Compression     Compression   // zstd on DATA frames (CompressAuto)
 	Logger          *slog.Logger  // nil: discard
+
+	// MaxBuffer bounds the bytes the connection buffers in each
+	// direction (64 MiB): received messages the application has not
+	// consumed, and messages queued and not yet written. A server fails a
+	// stream whose data would exceed it with an error of kind
+	// zx.ErrLimit; a sender waits for room.
+	MaxBuffer int
+	// Budget, if set, bounds the buffers of every connection sharing it
+	// together (a server's memory), in the same way.
+	Budget *Budget
+	// StallTimeout: on a server, a stream whose reply cannot be sent for
+	// this long (the client grants no credit, or buffers stay full) fails
+	// with zx.ErrTimeout, releasing what the request holds (2m; < 0
+	// disables). Clients never time out their own sends.
+	StallTimeout time.Duration
+	// WriteTimeout: a connection whose socket takes no data for this long
+	// (the peer stopped reading) is closed (60s; < 0 disables).
+	WriteTimeout time.Duration
+	// IdleTimeout: a connection with no stream open for this long is
+	// closed with a goaway of kind zx.ErrTimeout (0: never).
+	IdleTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +116,17 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBuffer <= 0 {
+		c.MaxBuffer = 64 << 20
+	}
+	c.MaxBuffer = max(c.MaxBuffer, 2*proto.InitialStreamWindow)
+	c.MaxStreamWindow = max(min(c.MaxStreamWindow, c.MaxBuffer/2), proto.InitialStreamWindow)
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 2 * time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = time.Minute
 	}
 	return c
 }
@@ -139,6 +171,10 @@ type Conn struct {
 	nrtt       int
 	awaiting   int // counted client streams that have not had a reply yet
 	slots      chan struct{}
+	ctrlDrain  chan struct{} // closed when the writer takes the control queue
+
+	// Buffered bytes (Config.MaxBuffer), each direction.
+	inBuf, outBuf *Budget
 
 	recvWin      int // connection receive window
 	recvConsumed int // bytes received since the last connection window update
@@ -150,6 +186,7 @@ type Conn struct {
 	err      error
 	closeOne sync.Once
 	lastRecv atomic.Int64 // unix nanoseconds
+	lastBusy atomic.Int64 // unix nanoseconds: a stream opened or ended
 	wg       sync.WaitGroup
 
 	bytesIn, bytesOut, nstreams, rounds atomic.Int64
@@ -183,9 +220,13 @@ func newConn(nc net.Conn, cfg Config, server bool) *Conn {
 		wake:        make(chan struct{}, 1),
 		accept:      make(chan *Stream, cfg.MaxStreams),
 		done:        make(chan struct{}),
+		ctrlDrain:   make(chan struct{}),
+		inBuf:       NewBudget(int64(cfg.MaxBuffer)),
+		outBuf:      NewBudget(int64(cfg.MaxBuffer)),
 	}
 	c.z.mode = cfg.Compression
 	c.lastRecv.Store(time.Now().UnixNano())
+	c.busy()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		if raw, err := tc.SyscallConn(); err == nil {
@@ -237,6 +278,9 @@ func getUint64(b []byte) uint64 {
 	return v
 }
 
+// busy notes stream activity, for IdleTimeout.
+func (c *Conn) busy() { c.lastBusy.Store(time.Now().UnixNano()) }
+
 // kick wakes the writer.
 func (c *Conn) kick() {
 	select {
@@ -244,6 +288,44 @@ func (c *Conn) kick() {
 	default:
 	}
 }
+
+// takeIn accounts n received bytes, or returns the limit they would exceed.
+func (c *Conn) takeIn(n int) error {
+	if !c.inBuf.tryTake(int64(n)) {
+		return zx.E(zx.ErrLimit, "", "", fmt.Sprintf("connection buffer full (%d bytes; raise the server's --max-conn-buffer)", c.cfg.MaxBuffer))
+	}
+	if !c.cfg.Budget.tryTake(int64(n)) {
+		c.inBuf.release(int64(n))
+		return zx.E(zx.ErrLimit, "", "", fmt.Sprintf("server buffers full (%d bytes for all connections; raise the server's --max-memory)", c.cfg.Budget.Limit()))
+	}
+	return nil
+}
+
+func (c *Conn) releaseIn(n int) {
+	c.inBuf.release(int64(n))
+	c.cfg.Budget.release(int64(n))
+}
+
+// takeOut accounts n bytes queued to send, if they fit.
+func (c *Conn) takeOut(n int) bool {
+	if !c.outBuf.tryTake(int64(n)) {
+		return false
+	}
+	if !c.cfg.Budget.tryTake(int64(n)) {
+		c.outBuf.release(int64(n))
+		return false
+	}
+	return true
+}
+
+func (c *Conn) releaseOut(n int) {
+	c.outBuf.release(int64(n))
+	c.cfg.Budget.release(int64(n))
+}
+
+// Buffered returns the bytes the connection holds in buffers now: received
+// and not consumed, queued and not written.
+func (c *Conn) Buffered() (in, out int64) { return c.inBuf.Used(), c.outBuf.Used() }
 
 // Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -270,7 +352,6 @@ func (c *Conn) fail(err error) {
 	c.closeOne.Do(func() {
 		c.mu.Lock()
 		c.err = err
-		close(c.done)
 		streams := c.streams
 		c.streams = map[uint32]*Stream{}
 		close(c.creditWake)
@@ -282,6 +363,8 @@ func (c *Conn) fail(err error) {
 		for _, s := range streams {
 			s.abort(err)
 		}
+		// Done only once every stream has let go of its buffers.
+		close(c.done)
 		c.nc.Close()
 		c.log.Debug("connection closed", "remote", c.nc.RemoteAddr(), "err", err)
 	})
@@ -388,12 +471,14 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) Accept() (*Stream, error) {
 	select {
 	case s := <-c.accept:
+		c.releaseIn(len(s.req))
 		return s, nil
 	case <-c.done:
 		// Streams queued before the end are still handed out, so that
 		// their requests are answered with the connection's error.
 		select {
 		case s := <-c.accept:
+			c.releaseIn(len(s.req))
 			return s, nil
 		default:
 		}
@@ -457,6 +542,7 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 		s.stopCancel = context.AfterFunc(ctx, func() { s.Cancel(zx.Errorf("", "", ctx.Err())) })
 	}
 	c.mu.Unlock()
+	c.busy()
 	c.nstreams.Add(1)
 	c.kick()
 	return s, nil
@@ -577,6 +663,29 @@ func (c *Conn) readLoop() {
 			<-c.done
 			return
 		}
+		c.waitCtrl()
+	}
+}
+
+// maxCtrl is how many control frames may wait for the writer before the
+// reader stops reading: a peer that floods pings or requests while not
+// reading its replies meets TCP backpressure, not unbounded queues.
+const maxCtrl = 4096
+
+// waitCtrl waits while the control queue is too long.
+func (c *Conn) waitCtrl() {
+	for {
+		c.mu.Lock()
+		n, drained := len(c.ctrl), c.ctrlDrain
+		c.mu.Unlock()
+		if n < maxCtrl {
+			return
+		}
+		select {
+		case <-drained:
+		case <-c.done:
+			return
+		}
 	}
 }
 
@@ -661,13 +770,19 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 		c.protocolError(zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("stream %d opened twice", h.Stream)))
 		return
 	}
-	if len(c.streams) >= c.cfg.MaxStreams || c.goaway != nil {
+	var refuse error
+	switch {
+	case c.goaway != nil:
+		refuse = zx.E(zx.ErrLimit, "", "", "server is shutting down")
+	case len(c.streams) >= c.cfg.MaxStreams:
+		refuse = zx.E(zx.ErrLimit, "", "", fmt.Sprintf("too many streams at once (limit %d)", c.cfg.MaxStreams))
+	default:
+		// The request message is held until the server takes it.
+		refuse = c.takeIn(len(p))
+	}
+	if refuse != nil {
 		// Refuse the stream right away; the client never sees it open.
-		msg := fmt.Sprintf("too many streams at once (limit %d)", c.cfg.MaxStreams)
-		if c.goaway != nil {
-			msg = "server is shutting down"
-		}
-		e := zx.E(zx.ErrLimit, "", "", msg)
+		e := refuse
 		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FErr, Flags: proto.FlagEnd, Stream: h.Stream}, proto.AppendError(nil, e)))
 		c.mu.Unlock()
 		c.kick()
@@ -680,6 +795,7 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 	}
 	c.streams[h.Stream] = s
 	c.mu.Unlock()
+	c.busy()
 	c.nstreams.Add(1)
 	c.accept <- s // never blocks: its capacity is MaxStreams
 }
@@ -760,11 +876,19 @@ func (c *Conn) handlePing(h proto.Header, p []byte) {
 // silent.
 func (c *Conn) keepAlive() {
 	defer c.wg.Done()
-	if c.cfg.KeepAlive < 0 {
+	pings := c.cfg.KeepAlive > 0
+	if !pings && c.cfg.IdleTimeout <= 0 {
 		<-c.done
 		return
 	}
-	tick := time.NewTicker(min(c.cfg.KeepAlive, c.cfg.Timeout) / 2)
+	every := c.cfg.IdleTimeout
+	if pings {
+		every = min(c.cfg.KeepAlive, c.cfg.Timeout)
+		if c.cfg.IdleTimeout > 0 {
+			every = min(every, c.cfg.IdleTimeout)
+		}
+	}
+	tick := time.NewTicker(every / 2)
 	defer tick.Stop()
 	var pinged time.Time
 	for {
@@ -772,6 +896,22 @@ func (c *Conn) keepAlive() {
 		case <-c.done:
 			return
 		case now := <-tick.C:
+			if c.cfg.IdleTimeout > 0 {
+				c.mu.Lock()
+				open := len(c.streams) > 0 || len(c.accept) > 0
+				c.mu.Unlock()
+				if open {
+					c.busy()
+				} else if idle := now.Sub(time.Unix(0, c.lastBusy.Load())); idle >= c.cfg.IdleTimeout {
+					c.log.Info("closing idle connection", "remote", c.nc.RemoteAddr(), "idle", idle)
+					go c.Goaway(zx.E(zx.ErrTimeout, "", "", fmt.Sprintf("connection idle for %v; closed by the server", c.cfg.IdleTimeout)))
+					<-c.done
+					return
+				}
+			}
+			if !pings {
+				continue
+			}
 			silent := now.Sub(time.Unix(0, c.lastRecv.Load()))
 			if silent < c.cfg.KeepAlive {
 				pinged = time.Time{}
@@ -803,6 +943,10 @@ func (c *Conn) writeLoop() {
 		c.mu.Lock()
 		ctrl := c.ctrl
 		c.ctrl = nil
+		if len(ctrl) >= maxCtrl {
+			close(c.ctrlDrain)
+			c.ctrlDrain = make(chan struct{})
+		}
 		var f outFrame
 		var fs *Stream
 		if len(ctrl) == 0 && len(c.ready) > 0 {
@@ -823,6 +967,9 @@ func (c *Conn) writeLoop() {
 		}
 		c.mu.Unlock()
 
+		if c.cfg.WriteTimeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+		}
 		var err error
 		for _, b := range ctrl {
 			_, err = bw.Write(b)
@@ -835,19 +982,20 @@ func (c *Conn) writeLoop() {
 				_, err = bw.Write(f.p)
 			}
 			c.bytesOut.Add(int64(proto.HeaderSize + len(f.p)))
+			c.releaseOut(len(f.p))
 			if f.h.Flags&proto.FlagEnd != 0 {
 				fs.sentEnd()
 			}
 		}
 		if err != nil {
-			c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
+			c.fail(c.writeErr(err))
 			return
 		}
 		if len(ctrl) > 0 || fs != nil {
 			continue
 		}
 		if err := bw.Flush(); err != nil {
-			c.fail(zx.E(zx.ErrIO, "", "", err.Error()))
+			c.fail(c.writeErr(err))
 			return
 		}
 		if goaway != nil {
@@ -874,4 +1022,13 @@ func (c *Conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeErr describes a failed write.
+func (c *Conn) writeErr(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return zx.E(zx.ErrTimeout, "", "", fmt.Sprintf("peer took no data for %v", c.cfg.WriteTimeout))
+	}
+	return zx.E(zx.ErrIO, "", "", err.Error())
 }

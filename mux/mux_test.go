@@ -20,6 +20,12 @@ import (
 // server running handle for every stream.
 func pair(t *testing.T, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
 	t.Helper()
+	return pair2(t, cfg, cfg, handle)
+}
+
+// pair2 is pair with different configurations for client and server.
+func pair2(t *testing.T, ccfg, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func pair(t *testing.T, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := Client(nc, cfg)
+	cli := Client(nc, ccfg)
 	srv := <-sc
 	if srv == nil {
 		t.Fatal("accept failed")

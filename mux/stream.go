@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -22,7 +23,10 @@ type Stream struct {
 	rmu       sync.Mutex
 	rq        []Msg
 	rhead     int
-	rbytes    int // bytes queued in rq
+	rbytes    int   // bytes queued in rq
+	acct      int   // bytes of rq accounted to the connection's buffers
+	dataIn    int64 // FData bytes received
+	dirsIn    int64 // FDir messages received
 	recvEnded bool
 	rerr      error
 	rwake     chan struct{} // signalled (capacity 1) on a change
@@ -93,14 +97,32 @@ func (s *Stream) deliver(m Msg) error {
 		}
 		return zx.E(zx.ErrProtocol, "", "", "message after the end of a stream")
 	}
-	if s.rbytes+len(m.Data) > s.recvWin {
+	finalErr := m.Type == proto.FErr && m.End && !s.c.server
+	if s.rbytes+len(m.Data) > s.recvWin && !finalErr {
+		// (A server may end a stream with an error without credit.)
 		s.rmu.Unlock()
 		return zx.E(zx.ErrProtocol, "", "", "peer overran a stream's window")
+	}
+	if err := s.c.takeIn(len(m.Data)); err != nil {
+		if s.c.server {
+			s.rmu.Unlock()
+			s.Fail(err)
+			return nil
+		}
+		// A client's buffers are bounded by the windows it grants.
+	} else {
+		s.acct += len(m.Data)
 	}
 	first := !s.gotFirst
 	s.gotFirst = true
 	s.rq = append(s.rq, m)
 	s.rbytes += len(m.Data)
+	switch m.Type {
+	case proto.FData:
+		s.dataIn += int64(len(m.Data))
+	case proto.FDir:
+		s.dirsIn++
+	}
 	if m.End {
 		s.recvEnded = true
 	}
@@ -158,6 +180,8 @@ func (s *Stream) Recv(ctx context.Context) (Msg, error) {
 			}
 			s.rbytes -= len(m.Data)
 			s.consumed += len(m.Data)
+			rel := min(len(m.Data), s.acct)
+			s.acct -= rel
 			var inc int
 			if !s.recvEnded && s.consumed >= s.recvWin/2 {
 				inc = s.consumed
@@ -171,6 +195,7 @@ func (s *Stream) Recv(ctx context.Context) (Msg, error) {
 				s.consumed = 0
 			}
 			s.rmu.Unlock()
+			s.c.releaseIn(rel)
 			if inc > 0 {
 				s.c.control(proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
 			}
@@ -214,6 +239,12 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 		return zx.E(zx.ErrTooBig, "", "", "message longer than a frame")
 	}
 	c := s.c
+	var stall *time.Timer
+	defer func() {
+		if stall != nil {
+			stall.Stop()
+		}
+	}()
 	for {
 		n := min(len(p), proto.MaxPayload)
 		last := n == len(p)
@@ -224,6 +255,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 			payload, zstd = s.compress(payload)
 		}
 		wire := len(payload)
+		var stalled <-chan time.Time
 		c.mu.Lock()
 		for {
 			if c.err != nil {
@@ -238,17 +270,54 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				c.mu.Unlock()
 				return ErrPeerEnded
 			}
-			if n == 0 || (s.sendCredit >= int64(n) && c.sendCredit >= int64(wire)) {
+			var bufWake, budWake <-chan struct{}
+			unwait := func() {}
+			if n == 0 {
 				break
+			}
+			if s.sendCredit >= int64(n) && c.sendCredit >= int64(wire) {
+				if c.takeOut(wire) {
+					break
+				}
+				// Buffers full: wait for the writer (or others) to
+				// release some.
+				var d1, d2 func()
+				bufWake, d1 = c.outBuf.waitChan()
+				budWake, d2 = c.cfg.Budget.waitChan()
+				unwait = func() { d1(); d2() }
+				if c.takeOut(wire) {
+					unwait()
+					break
+				}
 			}
 			wake := c.creditWake
 			c.mu.Unlock()
+			if stalled == nil && c.server && c.cfg.StallTimeout > 0 {
+				if stall == nil {
+					stall = time.NewTimer(c.cfg.StallTimeout)
+				} else {
+					stall.Reset(c.cfg.StallTimeout)
+				}
+				stalled = stall.C
+			}
 			select {
 			case <-wake:
+			case <-bufWake:
+			case <-budWake:
 			case <-ctx.Done():
+				unwait()
 				return zx.Errorf("", "", ctx.Err())
+			case <-stalled:
+				unwait()
+				err := zx.E(zx.ErrTimeout, "", "", fmt.Sprintf("the client took no reply data for %v; request abandoned", c.cfg.StallTimeout))
+				s.Fail(err)
+				return err
 			}
+			unwait()
 			c.mu.Lock()
+		}
+		if stalled != nil {
+			stall.Stop()
 		}
 		s.sendCredit -= int64(n)
 		c.sendCredit -= int64(wire)
@@ -303,6 +372,7 @@ func (s *Stream) endedLocked() {
 	if c.streams[s.id] == s {
 		if c.server || s.sendEnded || s.peerEnded {
 			delete(c.streams, s.id)
+			c.busy()
 			if s.hasSlot {
 				s.hasSlot = false
 				if c.slots != nil {
@@ -324,6 +394,9 @@ func (s *Stream) endedLocked() {
 
 // dropOutLocked discards frames not yet written. c.mu is held.
 func (s *Stream) dropOutLocked() {
+	for _, f := range s.outq {
+		s.c.releaseOut(len(f.p))
+	}
 	s.outq = nil
 	if s.queued {
 		for i, r := range s.c.ready {
@@ -344,7 +417,10 @@ func (s *Stream) abort(err error) {
 	if s.rerr == nil && !s.recvEnded {
 		s.rerr = err
 	}
+	rel := s.acct
+	s.acct = 0
 	s.rmu.Unlock()
+	s.c.releaseIn(rel)
 	select {
 	case s.rwake <- struct{}{}:
 	default:
@@ -359,6 +435,7 @@ func (s *Stream) abort(err error) {
 	}
 	if c.streams[s.id] == s {
 		delete(c.streams, s.id)
+		c.busy()
 	}
 	if s.hasSlot {
 		s.hasSlot = false
@@ -400,6 +477,41 @@ func (s *Stream) Cancel(err error) {
 		}
 		s.abort(err)
 	})
+}
+
+// Fail ends the stream with err as its last message, which needs no
+// credit, so that a server can always tell the client why it gave up on a
+// request (a limit, a stall); frames not yet written are dropped, and the
+// stream is over on this side (Recv returns err, the context is done).
+func (s *Stream) Fail(err error) {
+	c := s.c
+	c.mu.Lock()
+	_, live := c.streams[s.id]
+	ended := s.sendEnded
+	if live && !ended {
+		s.dropOutLocked()
+		s.sendEnded = true
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FErr, Flags: proto.FlagEnd, Stream: s.id}, proto.AppendError(nil, err)))
+	}
+	c.mu.Unlock()
+	c.kick()
+	s.abort(err)
+}
+
+// Received returns what the stream has received so far: the bytes of its
+// data messages and the number of its entries (DIR messages).
+func (s *Stream) Received() (data, dirs int64) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.dataIn, s.dirsIn
+}
+
+// GotEnd reports whether the peer's last message (marked End) has arrived,
+// whether or not it has been read.
+func (s *Stream) GotEnd() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.recvEnded
 }
 
 // Drain discards what is left of the reply, returning the first error
