@@ -165,6 +165,7 @@ type Conn struct {
 	peerHello  *proto.Hello
 	helloWait  chan struct{}
 	goaway     []byte // a goaway frame, written after everything queued before it
+	goawayErr  error  // the error it carries
 	pings      map[uint64]chan struct{}
 	pingSeq    uint64
 	rtts       [8]time.Duration
@@ -376,6 +377,7 @@ func (c *Conn) Goaway(err error) {
 	c.mu.Lock()
 	if c.err == nil && c.goaway == nil {
 		c.goaway = proto.AppendFrame(nil, proto.Header{Type: proto.FGoaway}, proto.AppendError(nil, err))
+		c.goawayErr = err
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -772,6 +774,8 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 	}
 	var refuse error
 	switch {
+	case c.goaway != nil && zx.KindOf(c.goawayErr) == zx.ErrLimit:
+		refuse = c.goawayErr
 	case c.goaway != nil:
 		refuse = zx.E(zx.ErrLimit, "", "", "server is shutting down")
 	case len(c.streams) >= c.cfg.MaxStreams:

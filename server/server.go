@@ -39,7 +39,9 @@ import (
 // DefaultPort is the TCP port zx servers listen on.
 const DefaultPort = "5640"
 
-// Config configures a Server.
+// Config configures a Server. Zero fields take the defaults given beside
+// them; the limits of each connection (frame size, streams, buffers,
+// stalled replies, dead and idle peers) are in Mux.
 type Config struct {
 	Mux    mux.Config
 	Logger *slog.Logger // nil: discard
@@ -53,6 +55,49 @@ type Config struct {
 	Authorized *auth.Authorized
 	// HandshakeTimeout bounds a TLS handshake; default 10s.
 	HandshakeTimeout time.Duration
+	// MaxConns is how many connections are served at once (1024). One
+	// more is told so (a goaway of kind zx.ErrLimit) and closed.
+	MaxConns int
+	// MaxMemory bounds the bytes all connections buffer together
+	// (1 GiB): see mux.Budget. Each connection's own bound is
+	// Mux.MaxBuffer (64 MiB each way).
+	MaxMemory int64
+	// RequestRate is the requests per second each connection may make,
+	// on average (10000/s), in bursts of up to RequestBurst (as many as
+	// RequestRate). A faster client is slowed down, not refused: its
+	// requests wait, and it sees backpressure. < 0: no limit.
+	RequestRate  float64
+	RequestBurst int
+}
+
+// withDefaults fills in the defaults. Mux.IdleTimeout defaults to 30
+// minutes on a server (< 0: never).
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Mux.Logger == nil {
+		c.Mux.Logger = c.Logger
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
+	}
+	if c.MaxMemory <= 0 {
+		c.MaxMemory = 1 << 30
+	}
+	if c.Mux.Budget == nil {
+		c.Mux.Budget = mux.NewBudget(c.MaxMemory)
+	}
+	if c.RequestRate == 0 {
+		c.RequestRate = 10000
+	}
+	if c.RequestBurst <= 0 {
+		c.RequestBurst = max(int(c.RequestRate), 1)
+	}
+	if c.Mux.IdleTimeout == 0 {
+		c.Mux.IdleTimeout = 30 * time.Minute
+	}
+	return c
 }
 
 // Server serves a set of named trees.
@@ -81,12 +126,7 @@ func New(trees map[string]zx.Tree, def string, cfg Config) (*Server, error) {
 	if _, ok := trees[def]; !ok {
 		return nil, fmt.Errorf("server: default tree %q is not among the trees", def)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Mux.Logger == nil {
-		cfg.Mux.Logger = cfg.Logger
-	}
+	cfg = cfg.withDefaults()
 	return &Server{
 		trees:     trees,
 		defName:   def,
@@ -150,6 +190,17 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
+// Memory returns the budget that bounds what all connections buffer: its
+// Used, Peak and Limit.
+func (s *Server) Memory() *mux.Budget { return s.cfg.Mux.Budget }
+
+// NumConns returns how many connections are being served.
+func (s *Server) NumConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // ServeConn serves one connection until it ends.
 func (s *Server) ServeConn(nc net.Conn) {
 	var grant *auth.Grant
@@ -166,6 +217,13 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		c.mc.Close()
+		return
+	}
+	if len(s.conns) >= s.cfg.MaxConns {
+		s.mu.Unlock()
+		s.log.Warn("connection refused: too many", "remote", nc.RemoteAddr(), "limit", s.cfg.MaxConns)
+		c.mc.Goaway(zx.E(zx.ErrLimit, "", "", fmt.Sprintf("server has too many connections (limit %d); try again later", s.cfg.MaxConns)))
 		c.mc.Close()
 		return
 	}
@@ -259,10 +317,17 @@ func (c *conn) drain(ctx context.Context) {
 }
 
 func (c *conn) serve() {
+	lim := newLimiter(c.srv.cfg.RequestRate, c.srv.cfg.RequestBurst)
 	for {
 		st, err := c.mc.Accept()
 		if err != nil {
 			return
+		}
+		if !lim.wait(c.mc.Done()) {
+			// The connection ended while the request waited its turn.
+			c.reqs.Add(1)
+			go c.fail(st, zx.E(zx.ErrIO, "", "", "connection closed"))
+			continue
 		}
 		// Requests are counted under c.mu so that drain, once it has set
 		// draining, waits for a count that can only fall.
@@ -577,4 +642,41 @@ func (r *streamReader) WriteTo(w io.Writer) (int64, error) {
 			r.err = io.EOF
 		}
 	}
+}
+
+// limiter is a token bucket: rate requests per second, in bursts of at
+// most burst. It is used by one goroutine.
+type limiter struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func newLimiter(rate float64, burst int) *limiter {
+	return &limiter{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now()}
+}
+
+// wait takes a token, waiting for one if need be; false if done closed
+// first.
+func (l *limiter) wait(done <-chan struct{}) bool {
+	if l.rate <= 0 {
+		return true
+	}
+	now := time.Now()
+	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		return true
+	}
+	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-done:
+		return false
+	}
+	l.tokens = 0
+	l.last = now.Add(d)
+	return true
 }

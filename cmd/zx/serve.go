@@ -20,6 +20,7 @@ import (
 	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/dump"
 	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/server"
 )
 
@@ -32,7 +33,7 @@ const dumpTree = "dump"
 func serveCommand() command {
 	return command{
 		name:    "serve",
-		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--dump STORE] [--ro] [--tls] [--authorized FILE] [--state DIR] [--log-level LEVEL] [DIR]",
+		args:    "[--listen ADDR | --stdio] [--tree NAME=DIR]... [--dump STORE] [--ro] [--tls] [--authorized FILE] [--state DIR] [--log-level LEVEL] [limits] [DIR]",
 		summary: "export local directories",
 		help: "Serve exports the directory DIR (default: the current directory) as the server's default tree, " +
 			"\"" + defaultTree + "\", and each --tree NAME=DIR as the tree NAME (zx://HOST/@NAME/PATH). " +
@@ -50,7 +51,12 @@ func serveCommand() command {
 			"SIGINT or SIGTERM stop it gracefully: requests in flight get up to 10 seconds to finish. " +
 			"With --stdio it serves one connection on its standard input and output instead, and exits when " +
 			"that ends: ssh://HOST/DIR locations run \"zx serve --stdio DIR\" on HOST through ssh, which " +
-			"authenticates and encrypts (no TLS then).",
+			"authenticates and encrypts (no TLS then). " +
+			"Limits keep one client from starving the others: connections beyond --max-conns are refused, " +
+			"buffered data is bounded per connection (--max-conn-buffer) and for the server (--max-memory), " +
+			"each connection's requests are paced to --request-rate, a reply the client does not read for " +
+			"--stall-timeout is abandoned, and connections idle for --idle-timeout are closed. " +
+			"A client that hits a limit is told which one.",
 		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs\n" +
 			"zx serve --listen 0.0.0.0:5640 --authorized /etc/zx/authorized /srv/project",
 		run: runServe,
@@ -86,9 +92,52 @@ func runServe(args []string) int {
 		order = append(order, name)
 		return nil
 	})
+	maxConns := fs.Int("max-conns", 1024, "connections served at once; more are refused")
+	maxStreams := fs.Int("max-streams", 4096, "requests in flight per connection")
+	maxMemory, maxConnBuf := int64(1<<30), int64(64<<20)
+	fs.Func("max-memory", "`BYTES` all connections may buffer together (default 1GiB)", func(v string) error {
+		n, err := parseSize(v)
+		maxMemory = n
+		return err
+	})
+	fs.Func("max-conn-buffer", "`BYTES` one connection may buffer each way (default 64MiB)", func(v string) error {
+		n, err := parseSize(v)
+		maxConnBuf = n
+		return err
+	})
+	rate := fs.Float64("request-rate", 10000, "requests per second per connection (bursts of as many); 0: no limit")
+	idle := fs.Duration("idle-timeout", 30*time.Minute, "close connections with no request for this long; 0: never")
+	stall := fs.Duration("stall-timeout", 2*time.Minute, "abandon a reply the client does not read for this long; 0: never")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
+	}
+	switch {
+	case *maxConns <= 0 || *maxStreams <= 0 || maxMemory <= 0 || maxConnBuf <= 0:
+		return usageError(c, "--max-conns, --max-streams, --max-memory and --max-conn-buffer must be positive")
+	case *rate < 0 || *idle < 0 || *stall < 0:
+		return usageError(c, "--request-rate, --idle-timeout and --stall-timeout must not be negative")
+	}
+	cfg := server.Config{
+		MaxConns:    *maxConns,
+		MaxMemory:   maxMemory,
+		RequestRate: *rate,
+		Mux: mux.Config{
+			MaxStreams:   *maxStreams,
+			MaxBuffer:    int(min(maxConnBuf, 1<<40)),
+			IdleTimeout:  *idle,
+			StallTimeout: *stall,
+		},
+	}
+	// Zero means "no limit" on the command line, "default" in the configs.
+	if *rate == 0 {
+		cfg.RequestRate = -1
+	}
+	if *idle == 0 {
+		cfg.Mux.IdleTimeout = -1
+	}
+	if *stall == 0 {
+		cfg.Mux.StallTimeout = -1
 	}
 	if len(rest) > 1 {
 		return usageError(c, "too many arguments: one DIR at most (export others with --tree NAME=DIR)")
@@ -165,7 +214,12 @@ func runServe(args []string) int {
 		order = append(order, dumpTree)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	srv, err := server.New(exported, defaultTree, server.Config{Logger: log, TLS: tlsCfg, Authorized: authz})
+	cfg.Logger, cfg.TLS, cfg.Authorized = log, tlsCfg, authz
+	if *stdio && !idleSet(fs) {
+		// The one connection is the ssh session's: it ends with it.
+		cfg.Mux.IdleTimeout = -1
+	}
+	srv, err := server.New(exported, defaultTree, cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -290,4 +344,11 @@ func serverSecurity(listen, state, authorized, certFile, keyFile string) (*tls.C
 		return nil, nil, "", err.Error()
 	}
 	return auth.ServerConfig(id), authz, id.Fingerprint, ""
+}
+
+// idleSet reports whether --idle-timeout was given.
+func idleSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "idle-timeout" })
+	return set
 }
