@@ -60,8 +60,13 @@ func TestConnBufferLimit(t *testing.T) {
 	const limit = 1 << 20
 	cli, srv := pair(t, Config{MaxBuffer: limit}, func(st *Stream) { <-block })
 	var sts []*Stream
-	for range 4 {
+	for i := range 4 {
 		sts = append(sts, putStream(t, cli, 250<<10))
+		// One at a time, so that the fifth is the one over the limit.
+		deadline := time.Now().Add(5 * time.Second)
+		for in, _ := srv.Buffered(); in < int64(i+1)*250<<10 && time.Now().Before(deadline); in, _ = srv.Buffered() {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	over := putStream(t, cli, 250<<10)
 	e := finalErr(t, over)
