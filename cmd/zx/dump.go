@@ -109,8 +109,7 @@ func runDump(args []string) int {
 	}
 	src, err := s.openSide(rest[0], true)
 	if err != nil {
-		s.errorf("%v", err)
-		return s.close(exitUsage)
+		return s.close(s.sideFailed(err))
 	}
 	defer src.close()
 	st, err := dump.OpenStore(dir)

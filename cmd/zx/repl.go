@@ -53,8 +53,7 @@ func runRepl(args []string) int {
 	for i, arg := range rest {
 		sd, err := s.openSide(arg, false)
 		if err != nil {
-			s.errorf("%v", err)
-			return s.close(exitUsage)
+			return s.close(s.sideFailed(err))
 		}
 		defer sd.close()
 		sides[i] = sd
@@ -108,6 +107,7 @@ func runRepl(args []string) int {
 		excl = x
 	}
 
+	undone := 0
 	prog := (*progress)(nil)
 	if !opts.json && !*dry {
 		prog = newProgress(0)
@@ -119,6 +119,12 @@ func runRepl(args []string) int {
 		Bytes:   prog.add,
 		Log: func(a repl.Action) {
 			switch {
+			case a.Err != "" && s.ctx.Err() != nil:
+				// Cut short: one line at the end says so.
+				undone++
+				if opts.json {
+					s.emit(a)
+				}
 			case opts.json:
 				s.emit(a)
 			case a.Err != "":
@@ -132,6 +138,10 @@ func runRepl(args []string) int {
 	prog.finish()
 	if err != nil {
 		return s.close(s.fail(err))
+	}
+	if s.ctx.Err() != nil && undone > 0 {
+		s.fail(s.ctx.Err())
+		s.errorf("%d actions not done; what was done is recorded: run it again to finish", undone)
 	}
 	if opts.json {
 		s.emit(map[string]any{"summary": map[string]any{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func (s *session) openSide(arg string, whole bool) (*side, error) {
 		}
 		t, err := s.tree(loc)
 		if err != nil {
-			return nil, err
+			return nil, &connectError{err}
 		}
 		sd := &side{t: subtree.New(t, loc.Path), root: "/", desc: loc.String(), close: func() {}}
 		if whole {
@@ -57,4 +58,21 @@ func (s *session) openSide(arg string, whole bool) (*side, error) {
 		return nil, err
 	}
 	return &side{t: t, root: "/", desc: abs, local: abs, close: func() { t.Close() }}, nil
+}
+
+// connectError is a failure to reach a side's server: not bad usage.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+// sideFailed reports a failure to open a side, and returns the exit code:
+// 1 if its server could not be reached, 2 for a bad argument.
+func (s *session) sideFailed(err error) int {
+	var ce *connectError
+	if errors.As(err, &ce) {
+		return s.fail(ce.err)
+	}
+	s.errorf("%v", err)
+	return exitUsage
 }

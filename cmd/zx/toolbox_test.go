@@ -287,3 +287,28 @@ func TestDumpHistCommands(t *testing.T) {
 		t.Errorf("served dump: %q", r.stdout)
 	}
 }
+
+// TestReplInterrupted cuts a sync short with --timeout over a slow link,
+// and checks that the next run finishes it.
+func TestReplInterrupted(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for i := range 20 {
+		writeFile(t, filepath.Join(a, fmt.Sprintf("d%d/f%02d", i%3, i)), randomBytes(50<<10, uint64(i)))
+	}
+	addr := serve(t, b)
+	slow := start(t, lagRe, "lag", "--listen", "127.0.0.1:0", "--to", addr, "--rtt", "20ms", "--rate", "1MB")
+	loc := "zx://" + slow + "/"
+	r := runZX(t, "", "repl", "--timeout", "300ms", a, loc).want(t, 1, "repl cut short")
+	if !strings.Contains(r.stderr, "gave up after --timeout") || !strings.Contains(r.stderr, "run it again to finish") {
+		t.Errorf("repl cut short said:\n%s", r.stderr)
+	}
+	if strings.Count(r.stderr, "\n") > 3 {
+		t.Errorf("repl cut short printed an error per action:\n%s", r.stderr)
+	}
+	runZX(t, "", "repl", a, loc).want(t, 0, "repl after the cut")
+	sameState(t, a, b)
+	r = runZX(t, "", "repl", a, loc).want(t, 0, "repl with nothing left")
+	if !strings.Contains(r.stderr, "in sync") {
+		t.Errorf("third run: %s", r.stderr)
+	}
+}
