@@ -20,7 +20,7 @@ type guard struct {
 	t        zx.Tree
 	readOnly bool
 	why      string      // for read-only errors: "user alice has read-only access to tree main"
-	ids      *auth.Grant // if set, a multi-user key whose ids are mapped (see inDir, outDir)
+	multi    *auth.Grant // if set, a multi-user key whose ids are mapped (see ids)
 }
 
 var (
@@ -79,22 +79,69 @@ func callerString(c zx.Caller) string {
 	return s
 }
 
-// inDir maps the ids in an entry a multi-user client sent to the
-// server's, as its key's maps say.
-func (g *guard) inDir(d zx.Dir) zx.Dir {
-	return g.mapIDs(d, g.ids.ServerID)
+// An idMap translates the uid and gid in entries between the ids a client
+// sees and the server's.
+type idMap interface {
+	ServerID(attr string, client uint32) uint32
+	ClientID(attr string, server uint32) uint32
 }
 
-// outDir maps the ids in an entry sent to a multi-user client back to the
-// client's.
-func (g *guard) outDir(d zx.Dir) zx.Dir {
-	return g.mapIDs(d, g.ids.ClientID)
+var _ idMap = (*auth.Grant)(nil)
+
+// selfMap is the idMap of a request on a single-user key with ids: the
+// ids of the user the request comes from (as the client gave them) stand
+// for the ids the key acts as, as sshfs's idmap=user does. Other ids are
+// the same on both sides.
+type selfMap struct {
+	cuid, cgid uint32 // the client's
+	uid, gid   int    // the key's; -1 if not given
+}
+
+type selfMapKey struct{}
+
+func (m selfMap) ServerID(attr string, c uint32) uint32 {
+	switch {
+	case attr == zx.AUid && m.uid >= 0 && c == m.cuid:
+		return uint32(m.uid)
+	case attr == zx.AGid && m.gid >= 0 && c == m.cgid:
+		return uint32(m.gid)
+	}
+	return c
+}
+
+func (m selfMap) ClientID(attr string, s uint32) uint32 {
+	switch {
+	case attr == zx.AUid && m.uid >= 0 && s == uint32(m.uid):
+		return m.cuid
+	case attr == zx.AGid && m.gid >= 0 && s == uint32(m.gid):
+		return m.cgid
+	}
+	return s
+}
+
+// ids returns the id map of a request, or nil.
+func (g *guard) ids(ctx context.Context) idMap {
+	if g.multi != nil {
+		return g.multi
+	}
+	if m, ok := ctx.Value(selfMapKey{}).(selfMap); ok {
+		return m
+	}
+	return nil
+}
+
+// inDir maps the ids in an entry a client sent to the server's.
+func (g *guard) inDir(m idMap, d zx.Dir) zx.Dir {
+	if m == nil {
+		return d
+	}
+	return mapIDs(d, m.ServerID)
 }
 
 // mapIDs returns d with its uid and gid mapped by f: a copy if they
 // change, since trees may share the entries they return.
-func (g *guard) mapIDs(d zx.Dir, f func(string, uint32) uint32) zx.Dir {
-	if g.ids == nil || d == nil {
+func mapIDs(d zx.Dir, f func(string, uint32) uint32) zx.Dir {
+	if d == nil {
 		return d
 	}
 	var out zx.Dir
@@ -120,30 +167,31 @@ func (g *guard) mapIDs(d zx.Dir, f func(string, uint32) uint32) zx.Dir {
 	return out
 }
 
-func (g *guard) reply(rc <-chan zx.Reply) <-chan zx.Reply {
-	if g.ids == nil {
+// reply maps the entry of a reply back to the client's ids.
+func (g *guard) reply(m idMap, rc <-chan zx.Reply) <-chan zx.Reply {
+	if m == nil {
 		return rc
 	}
 	c := make(chan zx.Reply, 1)
 	go func() {
 		r := <-rc
-		r.Dir = g.outDir(r.Dir)
+		r.Dir = mapIDs(r.Dir, m.ClientID)
 		c <- r
 	}()
 	return c
 }
 
-// items maps the entries of a stream. Its consumer, the server, reads
-// every stream to its end.
-func (g *guard) items(ic <-chan zx.Item) <-chan zx.Item {
-	if g.ids == nil {
+// items maps the entries of a stream back to the client's ids. Its
+// consumer, the server, reads every stream to its end.
+func (g *guard) items(m idMap, ic <-chan zx.Item) <-chan zx.Item {
+	if m == nil {
 		return ic
 	}
 	c := make(chan zx.Item)
 	go func() {
 		defer close(c)
 		for it := range ic {
-			it.Dir = g.outDir(it.Dir)
+			it.Dir = mapIDs(it.Dir, m.ClientID)
 			c <- it
 		}
 	}()
@@ -151,22 +199,23 @@ func (g *guard) items(ic <-chan zx.Item) <-chan zx.Item {
 }
 
 func (g *guard) Stat(ctx context.Context, path string) <-chan zx.Reply {
-	return g.reply(g.t.Stat(ctx, path))
+	return g.reply(g.ids(ctx), g.t.Stat(ctx, path))
 }
 
 func (g *guard) Get(ctx context.Context, path string, off, count int64) <-chan zx.Item {
-	return g.items(g.t.Get(ctx, path, off, count))
+	return g.items(g.ids(ctx), g.t.Get(ctx, path, off, count))
 }
 
 func (g *guard) Put(ctx context.Context, path string, d zx.Dir, off int64, data io.Reader) <-chan zx.Reply {
 	if g.readOnly {
 		return replyErr(g.refuse("put", path))
 	}
-	d = g.inDir(d)
+	m := g.ids(ctx)
+	d = g.inDir(m, d)
 	if err := ownerCheck(ctx, "put", path, d); err != nil {
 		return replyErr(err)
 	}
-	return g.reply(g.t.Put(ctx, path, d, off, data))
+	return g.reply(m, g.t.Put(ctx, path, d, off, data))
 }
 
 func (g *guard) Move(ctx context.Context, from, to string) <-chan error {
@@ -194,18 +243,19 @@ func (g *guard) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Repl
 	if g.readOnly {
 		return replyErr(g.refuse("wstat", path))
 	}
-	d = g.inDir(d)
+	m := g.ids(ctx)
+	d = g.inDir(m, d)
 	if err := ownerCheck(ctx, "wstat", path, d); err != nil {
 		return replyErr(err)
 	}
-	return g.reply(g.t.Wstat(ctx, path, d))
+	return g.reply(m, g.t.Wstat(ctx, path, d))
 }
 
 func (g *guard) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Reply {
 	if g.readOnly {
 		return replyErr(g.refuse("link", newpath))
 	}
-	return g.reply(zx.Link(ctx, g.t, oldpath, newpath))
+	return g.reply(g.ids(ctx), zx.Link(ctx, g.t, oldpath, newpath))
 }
 
 func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
@@ -214,14 +264,14 @@ func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
 
 func (g *guard) Find(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return g.items(f.Find(ctx, path, p, spref, dpref, depth0))
+		return g.items(g.ids(ctx), f.Find(ctx, path, p, spref, dpref, depth0))
 	}
-	return g.items(pred.Find(ctx, g.t, path, p, spref, dpref, depth0))
+	return g.items(g.ids(ctx), pred.Find(ctx, g.t, path, p, spref, dpref, depth0))
 }
 
 func (g *guard) FindGet(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return g.items(f.FindGet(ctx, path, p, spref, dpref, depth0))
+		return g.items(g.ids(ctx), f.FindGet(ctx, path, p, spref, dpref, depth0))
 	}
 	c := make(chan zx.Item, 1)
 	c <- zx.Item{Err: zx.E(zx.ErrNotSupp, "findget", path, "tree cannot findget")}
@@ -232,14 +282,15 @@ func (g *guard) FindGet(ctx context.Context, path, p, spref, dpref string, depth
 func (g *guard) Watch(ctx context.Context, path string) <-chan zx.Event {
 	if w, ok := g.t.(zx.Watcher); ok {
 		ec := w.Watch(ctx, path)
-		if g.ids == nil {
+		m := g.ids(ctx)
+		if m == nil {
 			return ec
 		}
 		c := make(chan zx.Event)
 		go func() {
 			defer close(c)
 			for ev := range ec {
-				ev.Dir = g.outDir(ev.Dir)
+				ev.Dir = mapIDs(ev.Dir, m.ClientID)
 				c <- ev
 			}
 		}()

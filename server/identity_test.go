@@ -74,6 +74,21 @@ func TestRequestsActAsKeyUser(t *testing.T) {
 		t.Errorf("wstat to one's own ids: %v", err)
 	}
 
+	// The client's own ids stand for the key's (as a mount sets them on
+	// what it creates), both ways.
+	cctx := zx.WithCaller(ctx, zx.Caller{Uid: 1000, Gid: 1000})
+	r := <-a.Put(cctx, "/mine.txt", zx.Dir{zx.AType: zx.TypeFile, zx.AUid: "1000", zx.AGid: "1000"}, 0, nil)
+	if r.Err != nil || r.Dir[zx.AUid] != "1000" || r.Dir[zx.AGid] != "1000" {
+		t.Errorf("put with the client's own ids: %v %v", r.Dir, r.Err)
+	}
+	want("mine.txt", 2001, 2002)
+	if d, err := zx.Stat(ctx, a, "/mine.txt"); err != nil || d[zx.AUid] != "2001" {
+		t.Errorf("stat without caller ids: %v %v", d, err)
+	}
+	if _, err := zx.Wstat(cctx, a, "/mine.txt", zx.Dir{zx.AUid: "1001"}); !errors.Is(err, zx.ErrNotPermit) {
+		t.Errorf("wstat giving the file to another client uid: %v", err)
+	}
+
 	// A multi-user key: each request acts as the user it says, mapped.
 	m := dialTLS(t, s, share).Tree("")
 	for _, tc := range []struct {

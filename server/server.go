@@ -379,7 +379,7 @@ func (c *conn) tree(name string) (zx.Tree, error) {
 	g := &guard{t: t, readOnly: access == auth.ReadOnly,
 		why: "user " + c.grant.User + " has read-only access to tree " + name}
 	if c.grant.MapsIDs() {
-		g.ids = c.grant
+		g.multi = c.grant
 	}
 	if c.seen == nil {
 		c.seen = make(map[string]zx.Tree)
@@ -412,6 +412,9 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	ctx := st.Context()
 	if who, ok := c.caller(req); ok {
 		ctx = zx.WithCaller(ctx, who)
+	}
+	if g := c.grant; g != nil && !g.MultiUser && req.HasCaller && (g.Uid >= 0 || g.Gid >= 0) {
+		ctx = context.WithValue(ctx, selfMapKey{}, selfMap{cuid: req.Uid, cgid: req.Gid, uid: g.Uid, gid: g.Gid})
 	}
 	t, err := c.tree(req.Tree)
 	if err == nil {
