@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -290,4 +291,74 @@ func TestCACommands(t *testing.T) {
 	if !strings.Contains(r.stderr, "--ca") || !strings.Contains(r.stderr, "no PEM certificate") {
 		t.Errorf("ls with a bad --ca: %s", r.stderr)
 	}
+}
+
+// zx mount through TLS: a key with ids owns what the mount creates on the
+// server and the mounting user sees it as its own; a read-only key's
+// mount refuses writes with EROFS.
+func TestTLSMount(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("SKIPPING the TLS mount test: no /dev/fuse (run as root on a machine with FUSE)")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("SKIPPING the TLS mount test: no fusermount3 (apt-get install fuse3)")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("SKIPPING the TLS mount test: giving files to the key's user needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("hello\n"))
+	rwKey, rwPub := keygen(t)
+	roKey, roPub := keygen(t)
+	state := filepath.Join(t.TempDir(), "state")
+	id, err := auth.LoadServerIdentity(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte(rwPub+" user=wendy tree=main:rw uid=2001 gid=2002\n"+roPub+" user=rita tree=main:ro\n"))
+	addr := serve(t, dir, "--tls", "--state", state, "--authorized", authz)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	mount := func(key string) string {
+		mnt := t.TempDir()
+		t.Cleanup(func() { exec.Command("fusermount3", "-u", "-z", mnt).Run() })
+		runZX(t, "", "mount", "--tls", "--identity", key, "--known-hosts", kh, "--trust", id.Fingerprint, "zx://"+addr+"/", mnt).want(t, 0, "mount over TLS")
+		return mnt
+	}
+
+	rw := mount(rwKey)
+	if b, err := os.ReadFile(filepath.Join(rw, "a.txt")); err != nil || string(b) != "hello\n" {
+		t.Fatalf("read through the TLS mount: %v %q", err, b)
+	}
+	if err := os.WriteFile(filepath.Join(rw, "new.txt"), []byte("through TLS\n"), 0o644); err != nil {
+		t.Fatalf("write through the TLS mount: %v", err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "new.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 2001 || st.Gid != 2002 {
+		t.Errorf("the file the mount created is owned by %d:%d on the server, want the key's 2001:2002", st.Uid, st.Gid)
+	}
+	fi, err = os.Stat(filepath.Join(rw, "new.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != uint32(os.Getuid()) {
+		t.Errorf("the mount shows the file as uid %d, want the mounting user's %d", st.Uid, os.Getuid())
+	}
+
+	ro := mount(roKey)
+	err = os.WriteFile(filepath.Join(ro, "ro.txt"), []byte("x"), 0o644)
+	if !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write through a read-only key's mount: %v, want EROFS", err)
+	}
+	if err := os.Remove(filepath.Join(ro, "a.txt")); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("remove through a read-only key's mount: %v, want EROFS", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err != nil {
+		t.Errorf("a.txt after the read-only mount's remove: %v", err)
+	}
+	runZX(t, "", "umount", rw).want(t, 0, "umount")
+	runZX(t, "", "umount", ro).want(t, 0, "umount")
 }
