@@ -637,3 +637,23 @@ func TestUngrantedTreeHidden(t *testing.T) {
 		t.Fatalf("the ungranted tree changed")
 	}
 }
+
+// A client that connects and never speaks TLS does not hold up a
+// shutdown until its handshake times out.
+func TestShutdownDuringHandshake(t *testing.T) {
+	alice := newKey(t)
+	s := startTLS(t, "", t.TempDir(), grantLine(alice, "user=alice tree=*:rw"))
+	nc, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	time.Sleep(50 * time.Millisecond) // let the server start the handshake
+	done := make(chan struct{})
+	go func() { s.srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a silent client's handshake")
+	}
+}

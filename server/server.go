@@ -110,6 +110,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	pending   map[net.Conn]struct{} // in a TLS handshake or being refused: closed at shutdown
 	closing   bool
 	wg        sync.WaitGroup
 
@@ -248,6 +249,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	for l := range s.listeners {
 		l.Close()
+	}
+	for nc := range s.pending {
+		nc.Close()
 	}
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

@@ -17,6 +17,24 @@ import (
 // It returns the TLS connection and the key's grant, or false if the
 // client was refused (it has been told why, and nc is closed).
 func (s *Server) handshake(nc net.Conn) (net.Conn, *auth.Grant, bool) {
+	// Until it is served, a shutdown closes nc rather than wait for the
+	// handshake to time out.
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		nc.Close()
+		return nil, nil, false
+	}
+	if s.pending == nil {
+		s.pending = make(map[net.Conn]struct{})
+	}
+	s.pending[nc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, nc)
+		s.mu.Unlock()
+	}()
 	remote := nc.RemoteAddr()
 	timeout := s.cfg.HandshakeTimeout
 	if timeout <= 0 {
