@@ -312,7 +312,8 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 					}
 					it.Data = m.Data
 				case proto.FDir:
-					it.Dir, it.Err = proto.ParseDir(m.Data)
+					// m.Data is ours and used for nothing else.
+					it.Dir, it.Err = proto.ParseDirOwned(m.Data)
 				case proto.FErr:
 					e, perr := proto.ParseError(m.Data)
 					if perr != nil {

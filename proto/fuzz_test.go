@@ -123,6 +123,11 @@ func FuzzParseDir(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := ParseDir(data)
+		// The same, sharing a copy of the input.
+		od, oerr := ParseDirOwned(bytes.Clone(data))
+		if (err == nil) != (oerr == nil) || !reflect.DeepEqual(d, od) {
+			t.Fatalf("ParseDir: %v %v; ParseDirOwned: %v %v", d, err, od, oerr)
+		}
 		if err != nil {
 			if d != nil {
 				t.Fatalf("dir and error %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/zxfs/zx"
 )
@@ -137,8 +138,9 @@ func uvarintLen(v uint64) int {
 
 // decoder reads primitives, remembering the first error.
 type decoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	owned bool // b is the decoder's to keep: strings may share its memory
 }
 
 func (d *decoder) fail(msg string) {
@@ -219,7 +221,12 @@ func (d *decoder) dir() zx.Dir {
 		return nil
 	}
 	b := d.b[:size]
-	s := string(b)
+	var s string
+	if d.owned && size > 0 {
+		s = unsafe.String(&b[0], size)
+	} else {
+		s = string(b)
+	}
 	// Size the map by the count only up to a point: a lying count would
 	// otherwise allocate a map far larger than the message.
 	dir := make(zx.Dir, min(n, 64))
@@ -356,7 +363,17 @@ func AppendDir(b []byte, dir zx.Dir) []byte {
 
 // ParseDir decodes an FDir payload.
 func ParseDir(b []byte) (zx.Dir, error) {
-	d := decoder{b: b}
+	return parseDir(decoder{b: b})
+}
+
+// ParseDirOwned is ParseDir for a payload that the caller hands over, such
+// as one just read by ReadFrame: the entry's names and values share b's
+// memory instead of copying it, so b must never be modified afterwards.
+func ParseDirOwned(b []byte) (zx.Dir, error) {
+	return parseDir(decoder{b: b, owned: true})
+}
+
+func parseDir(d decoder) (zx.Dir, error) {
 	dir := d.dir()
 	if err := d.end(); err != nil {
 		return nil, err
