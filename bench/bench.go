@@ -80,6 +80,10 @@ type Config struct {
 	TarBytes int64  // file data in the tar archive (default 35 MB)
 	CFiles   int    // .c files in the C project besides main.c (default 40)
 	Shared   string // a note for the report: who else used the machine during the run
+
+	// LoopbackOnly measures only the server's raw rates on loopback
+	// (Report.Loopback): no emulator, no sshd, no workloads, no files.
+	LoopbackOnly bool
 }
 
 // Suites.
@@ -147,6 +151,7 @@ func Main(args []string) int {
 		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
 			strings.Join(FUSEWorkloads, ",")+" or the groups grep,rm,tar,file")
 		nosshfs  = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
+		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, findget MB/s; 3 runs), print them and write nothing")
 		quiet    = fs.Bool("q", false, "no progress messages on stderr")
 		fuse     = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
 		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
@@ -201,7 +206,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "zx bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	cfg := Config{Cap: *capf, FileSize: *size, OutDir: *out, NoSSHFS: *nosshfs,
+	cfg := Config{Cap: *capf, FileSize: *size, OutDir: *out, NoSSHFS: *nosshfs, LoopbackOnly: *loopback,
 		Command: strings.TrimSpace(CommandName + " " + strings.Join(args, " "))}
 	if !*quiet {
 		cfg.Log = os.Stderr
@@ -282,7 +287,13 @@ Flags:
 			code = 1
 			return
 		}
-		if cfg.OutDir == "" {
+		switch {
+		case cfg.LoopbackOnly:
+			lb := rep.Loopback
+			fmt.Printf("find: %s entries/s (best %.0f)\nfindget (%s): %s MB/s (best %.0f)\n",
+				joinf(lb.FindEntriesPerSec, "%.0f"), maxf(lb.FindEntriesPerSec),
+				lb.FindGetMethod, joinf(lb.FindGetMBPerSec, "%.0f"), maxf(lb.FindGetMBPerSec))
+		case cfg.OutDir == "":
 			os.Stdout.WriteString(rep.Markdown())
 		}
 	}()

@@ -127,6 +127,20 @@ type runner struct {
 	subs    []subtree
 }
 
+// loopback measures the server's raw rates, without the emulator.
+func (r *runner) loopback(ctx context.Context) error {
+	r.cfg.logf("loopback rates (no emulator)")
+	lb := &Loopback{}
+	var err error
+	lb.FindEntriesPerSec, lb.FindGetMBPerSec, lb.FindGetMethod, err = zxLoopback(ctx, r.zxAddr, 3)
+	if err != nil {
+		return err
+	}
+	r.rep.Loopback = lb
+	r.cfg.logf("  find %.0f entries/s, findget %.0f MB/s (best of 3)", maxf(lb.FindEntriesPerSec), maxf(lb.FindGetMBPerSec))
+	return nil
+}
+
 func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	if cfg.FUSE {
 		return runFUSE(ctx, cfg, e)
@@ -150,7 +164,7 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		r.rep.RateMbit = float64(cfg.Rate) * 8 / 1e6
 		r.rep.RateRTT = ms(cfg.RateRTT)
 	}
-	if !cfg.NoSSHFS {
+	if !cfg.NoSSHFS && !cfg.LoopbackOnly {
 		if err := checkTools(); err != nil {
 			return nil, err
 		}
@@ -170,6 +184,9 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	}
 	r.rep.Facts = facts(cfg.NoSSHFS)
 	r.rep.Facts["lfs implements zx.Finder (server-side find/findget)"] = yesno(finder)
+	if cfg.LoopbackOnly {
+		return r.rep, r.loopback(ctx)
+	}
 	if !cfg.NoSSHFS {
 		cfg.logf("starting sshd")
 		if r.sshPort, r.key, err = e.sshd(ctx, filepath.Join(r.dir, "ssh")); err != nil {
@@ -183,14 +200,9 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 
-	cfg.logf("loopback rates (no emulator)")
-	lb := &Loopback{}
-	lb.FindEntriesPerSec, lb.FindGetMBPerSec, lb.FindGetMethod, err = zxLoopback(ctx, r.zxAddr, 3)
-	if err != nil {
+	if err := r.loopback(ctx); err != nil {
 		return nil, err
 	}
-	r.rep.Loopback = lb
-	cfg.logf("  find %.0f entries/s, findget %.0f MB/s (best of 3)", maxf(lb.FindEntriesPerSec), maxf(lb.FindGetMBPerSec))
 
 	for _, rtt := range cfg.RTTs {
 		if err := r.link(ctx, rtt, 0); err != nil {
