@@ -12,7 +12,7 @@
 // RESOLVE_NO_MAGICLINKS (or, on kernels without openat2, one O_NOFOLLOW
 // openat per element). The entry itself is then handled with *at system
 // calls on that parent descriptor and a single-element name, with
-// AT_SYMLINK_NOFOLLOW or O_NOFOLLOW: fstatat, mknodat, utimensat,
+// AT_SYMLINK_NOFOLLOW or O_NOFOLLOW: fstatat, statx, mknodat, utimensat,
 // fchownat, fchmodat2, renameat2, unlinkat. Extended attributes are read and
 // written through "/proc/self/fd/N/name" with the l*xattr calls, which do
 // not follow the last element.
