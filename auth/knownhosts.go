@@ -200,7 +200,6 @@ func verifyPinned(addr, fp string, o ClientOptions) error {
 	case pinned == fp:
 		return nil
 	case o.Trust != "" && o.Trust != fp:
-		e.Changed = false
 		return e
 	case o.Trust == fp:
 		return kh.Add(addr, fp)

@@ -173,6 +173,11 @@ func dialError(addr string, err error) error {
 	if errors.As(err, &dnsErr) {
 		return fmt.Errorf("cannot connect to %s: cannot resolve %s: %v", addr, dnsErr.Name, dnsErr.Err)
 	}
+	var ze *zx.Error
+	if errors.As(err, &ze) && ze.Kind == zx.ErrAuth && ze.Msg != "" {
+		// TLS and key checks explain themselves.
+		return fmt.Errorf("cannot connect to %s: %s", addr, ze.Msg)
+	}
 	return fmt.Errorf("cannot connect to %s: %v", addr, err)
 }
 
