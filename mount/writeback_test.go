@@ -2,8 +2,11 @@ package mount_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +29,8 @@ type wbEnv struct {
 	c      *cache.Cache
 	m      *mount.FS
 	dir    string
+
+	unmounted bool // by the test
 }
 
 type wbSetup struct {
@@ -76,6 +81,9 @@ func wbMount(t *testing.T, s wbSetup) *wbEnv {
 	m, err := mount.Mount(e.dir, c, s.opts)
 	must(t, err)
 	t.Cleanup(func() {
+		if e.unmounted {
+			return
+		}
 		if err := m.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
@@ -173,6 +181,19 @@ func TestWriteBack(t *testing.T) {
 		t.Fatalf("after fsync the server has %q", got)
 	}
 	must(t, f.Close())
+
+	// echo sync > Ctl waits too, and Ctl shows the queue.
+	must(t, os.WriteFile(e.p("b"), nil, 0o644)) // creating waits for the server
+	must(t, e.m.Sync(context.Background()))
+	e.proxy.Stall(time.Second)
+	must(t, os.WriteFile(e.p("b"), []byte("through Ctl"), 0o644))
+	if ctl := readFile(t, e.p("Ctl")); !strings.Contains(ctl, "writeback 1 ") {
+		t.Errorf("Ctl does not show one record in flight:\n%s", ctl)
+	}
+	must(t, os.WriteFile(e.p("Ctl"), []byte("sync\n"), 0))
+	if got := e.server(t, "b"); got != "through Ctl" {
+		t.Fatalf("after echo sync > Ctl the server has %q", got)
+	}
 }
 
 // TestWriteBackCrash: a client that dies with written-back data not yet
@@ -243,4 +264,31 @@ func readServer(t *testing.T, dir, name string) string {
 		return "<" + err.Error() + ">"
 	}
 	return string(b)
+}
+
+// TestStalledServer: with the server unreachable (a stalled link), calls
+// fail within the mount's timeout instead of hanging, and unmounting works.
+func TestStalledServer(t *testing.T) {
+	e := wbMount(t, wbSetup{opts: mount.Options{Timeout: time.Second}})
+	must(t, os.WriteFile(e.p("f"), []byte("x"), 0o644))
+	e.proxy.Stall(time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- os.Mkdir(e.p("d"), 0o755) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.ETIMEDOUT) && !errors.Is(err, syscall.EIO) {
+			t.Fatalf("mkdir with the server stalled: %v, want ETIMEDOUT or EIO", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("mkdir with the server stalled did not return within 10s (timeout 1s)")
+	}
+	// Cached data is still served.
+	if got := readFile(t, e.p("f")); got != "x" {
+		t.Fatalf("cached file read %q", got)
+	}
+	e.unmounted = true
+	must(t, e.m.Unmount())
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), " "+e.dir+" ") {
+		t.Fatal("still mounted")
+	}
 }
