@@ -48,6 +48,9 @@ func runRepl(args []string) int {
 	if len(rest) != 2 {
 		return usageError(c, "want two trees: a local directory or zx:// location each")
 	}
+	if *stateFile == "" && strings.Contains(rest[0], "://") && strings.Contains(rest[1], "://") {
+		return usageError(c, "with two zx trees, say where to keep the sync state: --state FILE")
+	}
 	s := newSession(c.name, opts)
 	var sides [2]*side
 	for i, arg := range rest {

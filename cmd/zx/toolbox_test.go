@@ -312,3 +312,29 @@ func TestReplInterrupted(t *testing.T) {
 		t.Errorf("third run: %s", r.stderr)
 	}
 }
+
+func TestToolboxUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"ctl"},
+		{"ctl", "/not/a/location"},
+		{"repl", t.TempDir()},
+		{"repl", "--bogus", "a", "b"},
+		{"repl", "zx://127.0.0.1/", "zx://127.0.0.1:1/"}, // two zx trees, no --state
+		{"dump"},
+		{"dump", "--name", "../x", t.TempDir()},
+		{"dump", "--exclude", "(", t.TempDir()},
+		{"hist"},
+		{"hist", "--diff", "-1", "--restore", "-1", "x"},
+		{"hist", "--to", "x", "y"},
+	} {
+		r := runZX(t, "", args...).want(t, 2, "zx "+strings.Join(args, " "))
+		if !strings.HasPrefix(r.stderr, "zx "+args[0]+": ") {
+			t.Errorf("zx %s: stderr %q does not start with \"zx %s: \"", strings.Join(args, " "), r.stderr, args[0])
+		}
+	}
+	// No store: exit 1, and say what to do.
+	r := runZX(t, "", "hist", "--store", filepath.Join(t.TempDir(), "none"), "x").want(t, 1, "hist without a store")
+	if !strings.Contains(r.stderr, "no dump store at") {
+		t.Errorf("hist without a store: %s", r.stderr)
+	}
+}
