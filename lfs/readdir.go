@@ -17,18 +17,20 @@ import (
 // for speed; what it returns is exactly what entry would return for each
 // name. The costs it avoids, per entry:
 //
-//   - C strings: names stay in the buffer getdents(2) filled, where each is
-//     already NUL-terminated, and statx(2) and listxattrat(2) take them in
-//     place (unix.Fstatat would copy each name to a new C string).
-//   - Small strings: the path and the decimal numbers of every entry of the
-//     directory are cut from one string built per directory (the name is the
-//     tail of the path), instead of a dozen strings per entry.
+//   - C strings: the names getdents(2) returns are copied, NUL-terminated,
+//     into one buffer, and statx(2) and listxattrat(2) take them in place
+//     (unix.Fstatat would copy each name to a new C string).
+//   - Small strings: the paths and decimal numbers of up to dirChunk
+//     entries are cut from one string (the name is the tail of the path),
+//     instead of a dozen strings per entry; an entry kept after the walk
+//     keeps only its chunk's string alive, not its whole directory's.
 //   - Map growth: each map is made with room for the attributes it gets.
 //
 // The system calls stay: one statx and one listxattrat per entry, as
 // there is no cheaper way to know that a file has no extended attributes.
-// Symbolic links and devices, which need more (readlink, rdev), and
-// entries that have extended attributes go through entry.
+// Symbolic links and devices, which need more (readlink, rdev), go
+// through entry; entries that have extended attributes through
+// readXattrs.
 
 // scannedHook, when set by tests, runs between reading a directory's names
 // and their attributes.
@@ -45,6 +47,10 @@ const (
 	dirAttrs = 12
 	dirHint  = dirAttrs + 2
 )
+
+// dirChunk is the number of entries whose strings readDir cuts from one
+// string.
+const dirChunk = 64
 
 // numStride is the number of strings readDir cuts per entry from its
 // directory's string: the path, then size, mtime, atime, ctime, uid, gid,
@@ -134,13 +140,6 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 	)
 	how := slices.Grow(db.how[:0], len(refs))[:len(refs)]
 	db.how = how
-	pref := p + "/"
-	if p == "/" {
-		pref = "/"
-	}
-	// The strings of all fast entries, cut up below.
-	sb := db.sb[:0]
-	ends := db.ends[:0]
 	for i, r := range refs {
 		name := &db.arena[r.off]
 		st := &stx[i]
@@ -165,67 +164,85 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 				how[i] = xattrs // or the kernel has no listxattrat: let readXattrs see
 			}
 		}
-		sb = append(sb, pref...)
-		sb = append(sb, db.arena[r.off:r.off+r.n]...)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendUint(sb, st.Size, 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendInt(sb, stxNsec(st.Mtime), 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendInt(sb, stxNsec(st.Atime), 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendInt(sb, stxNsec(st.Ctime), 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendUint(sb, uint64(st.Uid), 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendUint(sb, uint64(st.Gid), 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendUint(sb, st.Ino, 10)
-		ends = append(ends, int32(len(sb)))
-		sb = strconv.AppendUint(sb, uint64(st.Nlink), 10)
-		ends = append(ends, int32(len(sb)))
 	}
-	db.sb, db.ends = sb, ends
-	s := string(sb)
+	pref := p + "/"
+	if p == "/" {
+		pref = "/"
+	}
 	ds := make([]zx.Dir, 0, len(refs))
-	start := int32(0)
-	for i, r := range refs {
-		switch how[i] {
-		case skip:
-			continue
-		case other:
-			name := string(db.arena[r.off : r.off+r.n])
-			var st unix.Stat_t
-			if lstat(dfd, name, &st) != nil {
+	// The strings of each chunk of entries are cut from one string, so
+	// that an entry kept long after the walk keeps little else alive.
+	for i0 := 0; i0 < len(refs); i0 += dirChunk {
+		i1 := min(i0+dirChunk, len(refs))
+		sb := db.sb[:0]
+		ends := db.ends[:0]
+		for i := i0; i < i1; i++ {
+			if how[i] != plain && how[i] != xattrs {
 				continue
 			}
-			if d, err := f.entry(dfd, name, pref+name, &st, &db.xb); err == nil {
-				ds = append(ds, d)
+			r, st := refs[i], &stx[i]
+			sb = append(sb, pref...)
+			sb = append(sb, db.arena[r.off:r.off+r.n]...)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendUint(sb, st.Size, 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendInt(sb, stxNsec(st.Mtime), 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendInt(sb, stxNsec(st.Atime), 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendInt(sb, stxNsec(st.Ctime), 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendUint(sb, uint64(st.Uid), 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendUint(sb, uint64(st.Gid), 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendUint(sb, st.Ino, 10)
+			ends = append(ends, int32(len(sb)))
+			sb = strconv.AppendUint(sb, uint64(st.Nlink), 10)
+			ends = append(ends, int32(len(sb)))
+		}
+		db.sb, db.ends = sb, ends
+		s := string(sb)
+		start := int32(0)
+		for i := i0; i < i1; i++ {
+			r := refs[i]
+			switch how[i] {
+			case skip:
+				continue
+			case other:
+				name := string(db.arena[r.off : r.off+r.n])
+				var st unix.Stat_t
+				if lstat(dfd, name, &st) != nil {
+					continue
+				}
+				if d, err := f.entry(dfd, name, pref+name, &st, &db.xb); err == nil {
+					ds = append(ds, d)
+				}
+				continue
 			}
-			continue
+			e := ends[:numStride]
+			ends = ends[numStride:]
+			st := &stx[i]
+			path := s[start:e[0]]
+			d := make(zx.Dir, dirHint)
+			d[zx.AName] = path[len(path)-int(r.n):]
+			d[zx.APath] = path
+			d[zx.AType] = typeOf(uint32(st.Mode))
+			d[zx.ASize] = s[e[0]:e[1]]
+			d[zx.AMode] = octal[st.Mode&07777]
+			d[zx.AMtime] = s[e[1]:e[2]]
+			d[zx.AAtime] = s[e[2]:e[3]]
+			d[zx.ACtime] = s[e[3]:e[4]]
+			d[zx.AUid] = s[e[4]:e[5]]
+			d[zx.AGid] = s[e[5]:e[6]]
+			d[zx.AIno] = s[e[6]:e[7]]
+			d[zx.ANlink] = s[e[7]:e[8]]
+			start = e[8]
+			if how[i] == xattrs {
+				f.readXattrs(dfd, d[zx.AName], d, &db.xb)
+			}
+			ds = append(ds, d)
 		}
-		e := ends[:numStride]
-		ends = ends[numStride:]
-		st := &stx[i]
-		path := s[start:e[0]]
-		d := make(zx.Dir, dirHint)
-		d[zx.AName] = path[len(path)-int(r.n):]
-		d[zx.APath] = path
-		d[zx.AType] = typeOf(uint32(st.Mode))
-		d[zx.ASize] = s[e[0]:e[1]]
-		d[zx.AMode] = octal[st.Mode&07777]
-		d[zx.AMtime] = s[e[1]:e[2]]
-		d[zx.AAtime] = s[e[2]:e[3]]
-		d[zx.ACtime] = s[e[3]:e[4]]
-		d[zx.AUid] = s[e[4]:e[5]]
-		d[zx.AGid] = s[e[5]:e[6]]
-		d[zx.AIno] = s[e[6]:e[7]]
-		d[zx.ANlink] = s[e[7]:e[8]]
-		start = e[8]
-		if how[i] == xattrs {
-			f.readXattrs(dfd, d[zx.AName], d, &db.xb)
-		}
-		ds = append(ds, d)
 	}
 	return ds, nil
 }
