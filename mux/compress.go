@@ -23,18 +23,24 @@ const (
 	CompressAlways
 )
 
-// Compression policy. A frame is compressed only when all of these hold:
+// Compression policy. Compressing runs in the sending goroutine, so it
+// costs no time only while that goroutine would otherwise wait for the
+// link. A frame is compressed only when all of these hold:
 //
 //   - the peer offered zstd in its hello;
 //   - it carries at least minCompress bytes: small frames gain little;
 //   - the stream is not backing off (below);
-//   - the link is the bottleneck: the connection's recent send rate (the
-//     rate at which Send takes DATA, which blocks on flow control and so
-//     follows the link) is below a quarter of the measured compression
-//     speed. On loopback or a fast LAN, data moves faster than zstd could
-//     compress it, so it goes raw and compression never slows a transfer
-//     there. Before a rate is known, the round-trip time decides: a
-//     connection whose RTT is under fastRTT is taken to be local.
+//   - the link is not local: a round-trip time under localRTT is loopback
+//     or a LAN, where data moves faster than zstd compresses it;
+//   - the link is slow: over the last rate window, the rate at which Send
+//     took DATA was under maxRate;
+//   - the sender has time to spare: over that window Send spent a
+//     fraction f of the time waiting for flow-control credit, and the
+//     rate is below f·C/2, where C is the measured compression speed. On
+//     a slow link Send waits most of the time, and compression fills that
+//     time; where the sender itself is the bottleneck, it does not wait,
+//     and compression would slow it down. Before the first window ends,
+//     a frame is compressed if Send has already waited for credit in it.
 //
 // A compressed frame is kept only if it saves at least an eighth of the
 // bytes; otherwise the raw frame is sent, and the stream backs off: after
@@ -44,9 +50,10 @@ const (
 const (
 	minCompress  = 1 << 10
 	maxSkip      = 32
-	rateWindow   = 100 * time.Millisecond
+	rateWindow   = 50 * time.Millisecond
 	rateIdle     = time.Second
-	fastRTT      = 2 * time.Millisecond
+	localRTT     = time.Millisecond
+	maxRate      = 48e6 // bytes/s, about 400 Mbit/s
 	defaultSpeed = 200e6 // bytes/s, until one compression is timed
 )
 
@@ -58,9 +65,12 @@ type compressor struct {
 	mu       sync.Mutex
 	peerOK   bool    // the peer offered zstd
 	speed    float64 // raw bytes/s that Compress achieves, averaged
-	rate     float64 // raw DATA bytes/s taken by Send, last window; 0: unknown
+	measured bool    // rate and spare are known
+	rate     float64 // raw DATA bytes/s taken by Send, last window
+	spare    float64 // fraction of the last window Send waited for credit
 	winStart time.Time
 	winBytes int64
+	winWait  time.Duration // time Send waited for credit in this window
 	lastSend time.Time
 }
 
@@ -84,19 +94,28 @@ func (z *compressor) account(n int, now time.Time) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if now.Sub(z.lastSend) > rateIdle {
-		// After a pause, the old rate says nothing about the link.
-		z.rate, z.winStart, z.winBytes = 0, now, 0
+		// After a pause, the old figures say nothing about the link.
+		z.measured, z.winStart, z.winBytes, z.winWait = false, now, 0, 0
 	}
 	z.lastSend = now
 	z.winBytes += int64(n)
 	if el := now.Sub(z.winStart); el >= rateWindow {
+		z.measured = true
 		z.rate = float64(z.winBytes) / el.Seconds()
-		z.winStart, z.winBytes = now, 0
+		z.spare = min(1, z.winWait.Seconds()/el.Seconds())
+		z.winStart, z.winBytes, z.winWait = now, 0, 0
 	}
 }
 
-// worth reports whether a frame of n bytes should be tried, given the
-// connection's round-trip time.
+// waited records that Send waited d for credit.
+func (z *compressor) waited(d time.Duration) {
+	z.mu.Lock()
+	z.winWait += d
+	z.mu.Unlock()
+}
+
+// worth reports whether a frame of n bytes should be tried, on a
+// connection whose round-trip time is rtt (0: not measured yet).
 func (z *compressor) worth(n int, rtt time.Duration) bool {
 	if n < minCompress || z.mode == CompressOff {
 		return false
@@ -109,14 +128,17 @@ func (z *compressor) worth(n int, rtt time.Duration) bool {
 	if z.mode == CompressAlways {
 		return true
 	}
+	if rtt > 0 && rtt < localRTT {
+		return false
+	}
+	if !z.measured {
+		return z.winWait > 0
+	}
 	speed := z.speed
 	if speed == 0 {
 		speed = defaultSpeed
 	}
-	if z.rate > 0 {
-		return z.rate < speed/4
-	}
-	return rtt == 0 || rtt >= fastRTT
+	return z.rate < maxRate && z.rate < z.spare*speed/2
 }
 
 // timed records that compressing n bytes took d.

@@ -300,6 +300,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				}
 				stalled = stall.C
 			}
+			t0 := time.Now()
 			select {
 			case <-wake:
 			case <-bufWake:
@@ -314,6 +315,9 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				return err
 			}
 			unwait()
+			if typ == proto.FData {
+				c.z.waited(time.Since(t0))
+			}
 			c.mu.Lock()
 		}
 		if stalled != nil {
