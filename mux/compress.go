@@ -32,6 +32,14 @@ const (
 //   - the stream is not backing off (below);
 //   - the link is not local: a round-trip time under localRTT is loopback
 //     or a LAN, where data moves faster than zstd compresses it;
+//   - the link is the bottleneck: data queues before it. While DATA flows
+//     the sender pings once per rate window; a round trip longer than
+//     3/2 of the least one measured, among the last few, means a queue at
+//     a bottleneck (one sample could miss it: a queue drains between the
+//     bursts that flow control lets through). A fast
+//     link whose throughput the flow-control windows limit (a long fat
+//     pipe) has no queue, and compressing there would gain nothing:
+//     stream credit counts bytes before compression;
 //   - the link is slow: over the last rate window, the rate at which Send
 //     took DATA was under maxRate;
 //   - the sender has time to spare: over that window Send spent a
@@ -39,8 +47,9 @@ const (
 //     rate is below f·C/2, where C is the measured compression speed. On
 //     a slow link Send waits most of the time, and compression fills that
 //     time; where the sender itself is the bottleneck, it does not wait,
-//     and compression would slow it down. Before the first window ends,
-//     a frame is compressed if Send has already waited for credit in it.
+//     and compression would slow it down. Until a window has ended and a
+//     round trip been measured, frames go raw: a short transfer does not
+//     pay for setting up the encoder and decoder (some 10 ms of CPU).
 //
 // A compressed frame is kept only if it saves at least an eighth of the
 // bytes; otherwise the raw frame is sent, and the stream backs off: after
@@ -53,8 +62,9 @@ const (
 	rateWindow   = 50 * time.Millisecond
 	rateIdle     = time.Second
 	localRTT     = time.Millisecond
-	maxRate      = 48e6 // bytes/s, about 400 Mbit/s
+	maxRate      = 48e6  // bytes/s, about 400 Mbit/s
 	defaultSpeed = 200e6 // bytes/s, until one compression is timed
+	recentRTTs   = 4     // round trips that say whether there is a queue
 )
 
 // compressor is a connection's compression state.
@@ -89,8 +99,9 @@ func (z *compressor) peerHello(h *proto.Hello) {
 	z.mu.Unlock()
 }
 
-// account records n raw bytes of DATA taken by Send, for the rate.
-func (z *compressor) account(n int, now time.Time) {
+// account records n raw bytes of DATA taken by Send, for the rate. It
+// reports whether a rate window ended: time to measure the queues again.
+func (z *compressor) account(n int, now time.Time) bool {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if now.Sub(z.lastSend) > rateIdle {
@@ -104,7 +115,9 @@ func (z *compressor) account(n int, now time.Time) {
 		z.rate = float64(z.winBytes) / el.Seconds()
 		z.spare = min(1, z.winWait.Seconds()/el.Seconds())
 		z.winStart, z.winBytes, z.winWait = now, 0, 0
+		return true
 	}
+	return false
 }
 
 // waited records that Send waited d for credit.
@@ -115,8 +128,9 @@ func (z *compressor) waited(d time.Duration) {
 }
 
 // worth reports whether a frame of n bytes should be tried, on a
-// connection whose round-trip time is rtt (0: not measured yet).
-func (z *compressor) worth(n int, rtt time.Duration) bool {
+// connection whose least round-trip time, and the longest of the last
+// few, are given (0: not measured yet).
+func (z *compressor) worth(n int, minRTT, recentRTT time.Duration) bool {
 	if n < minCompress || z.mode == CompressOff {
 		return false
 	}
@@ -128,17 +142,33 @@ func (z *compressor) worth(n int, rtt time.Duration) bool {
 	if z.mode == CompressAlways {
 		return true
 	}
-	if rtt > 0 && rtt < localRTT {
+	if minRTT > 0 && minRTT < localRTT {
 		return false
 	}
 	if !z.measured {
-		return z.winWait > 0
+		return false
 	}
 	speed := z.speed
 	if speed == 0 {
 		speed = defaultSpeed
 	}
-	return z.rate < maxRate && z.rate < z.spare*speed/2
+	queued := recentRTT > minRTT*3/2
+	return queued && z.rate < maxRate && z.rate < z.spare*speed/2
+}
+
+// probe sends a ping to measure the round trip with the queues of now,
+// unless one is on its way.
+func (c *Conn) probe() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.pings[c.probeSeq] != nil {
+		return
+	}
+	c.pingSeq++
+	c.probeSeq = c.pingSeq
+	c.pings[c.pingSeq] = make(chan struct{})
+	c.ctrl = append(c.ctrl, pingFrame(c.pingSeq, time.Now(), false))
+	c.kick()
 }
 
 // timed records that compressing n bytes took d.
@@ -186,7 +216,14 @@ func (b *backoff) result(ok bool) {
 // it is compressed.
 func (s *Stream) compress(p []byte) ([]byte, bool) {
 	z := &s.c.z
-	if !z.worth(len(p), s.c.RTT()) || !s.zb.try() {
+	c := s.c
+	c.mu.Lock()
+	minRTT, recent := c.minRTT, time.Duration(0)
+	for i := range min(c.nrtt, recentRTTs) {
+		recent = max(recent, c.rtts[(c.nrtt-1-i)%len(c.rtts)])
+	}
+	c.mu.Unlock()
+	if !z.worth(len(p), minRTT, recent) || !s.zb.try() {
 		return p, false
 	}
 	t0 := time.Now()

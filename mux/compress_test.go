@@ -192,9 +192,10 @@ func TestCompressPeerWithout(t *testing.T) {
 }
 
 // Over a slow link, the default (automatic) compresses text, and uploads
-// as well as downloads.
+// as well as downloads. (The first tens of milliseconds of each transfer
+// go raw, until the policy has measured the link.)
 func TestCompressAutoSlowLink(t *testing.T) {
-	data := textData(1<<20, 6)
+	data := textData(3<<20, 6)
 	cli, srv := pairWith(t, Config{}, Config{}, &wan.Config{RTT: 10 * time.Millisecond, Rate: 10e6 / 8}, func(st *Stream) {
 		ctx := st.Context()
 		b, err := readAll(ctx, st)
@@ -226,7 +227,8 @@ func TestCompressAutoSlowLink(t *testing.T) {
 		t.Fatalf("echoed %d bytes that differ from the %d sent", len(got), len(data))
 	}
 	cs, ss := cli.Stats(), srv.Stats()
-	if cs.SavedOut < int64(len(data))/2 || ss.SavedOut < int64(len(data))/2 {
+	t.Logf("at 10 Mbit/s, compression saved %d bytes up and %d down of %d", cs.SavedOut, ss.SavedOut, len(data))
+	if cs.SavedOut < int64(len(data))*4/10 || ss.SavedOut < int64(len(data))*4/10 {
 		t.Errorf("at 10 Mbit/s, compression saved %d bytes up and %d down of %d", cs.SavedOut, ss.SavedOut, len(data))
 	}
 }

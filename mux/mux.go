@@ -170,7 +170,9 @@ type Conn struct {
 	pingSeq    uint64
 	rtts       [8]time.Duration
 	nrtt       int
-	awaiting   int // counted client streams that have not had a reply yet
+	minRTT     time.Duration // least RTT measured: the link's without queues
+	probeSeq   uint64        // the ping last sent to measure queues
+	awaiting   int           // counted client streams that have not had a reply yet
 	slots      chan struct{}
 	ctrlDrain  chan struct{} // closed when the writer takes the control queue
 
@@ -869,6 +871,9 @@ func (c *Conn) handlePing(h proto.Header, p []byte) {
 		if rtt > 0 {
 			c.rtts[c.nrtt%len(c.rtts)] = rtt
 			c.nrtt++
+			if c.minRTT == 0 || rtt < c.minRTT {
+				c.minRTT = rtt
+			}
 		}
 		delete(c.pings, seq)
 		close(ch)

@@ -341,7 +341,9 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 		c.mu.Unlock()
 		c.kick()
 		if typ == proto.FData && n > 0 {
-			c.z.account(n, time.Now())
+			if c.z.account(n, time.Now()) {
+				c.probe()
+			}
 			if zstd {
 				c.savedOut.Add(int64(n - wire))
 			}

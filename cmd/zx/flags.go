@@ -13,11 +13,12 @@ import (
 
 // commonFlags are the flags every client command shares, declared once.
 type commonFlags struct {
-	json    bool
-	stats   bool
-	timeout time.Duration
-	ssh     sshFlags
-	sec     secFlags
+	json     bool
+	stats    bool
+	timeout  time.Duration
+	ssh      sshFlags
+	sec      secFlags
+	compress compressFlag
 }
 
 // register adds the common flags to fs.
@@ -27,6 +28,7 @@ func (o *commonFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long, e.g. 30s (default: no limit)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
+	o.compress.register(fs)
 }
 
 // newFlagSet returns an empty flag set for c whose errors are reported by

@@ -59,6 +59,7 @@ type mountOptions struct {
 	cacheSize  int64
 	writeback  bool
 	idmap      string
+	compress   compressFlag
 	mo         mount.Options
 }
 
@@ -137,6 +138,7 @@ func runMount(args []string) int {
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
+	o.compress.register(fs)
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
@@ -304,6 +306,7 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 		return fail(err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, o.timeout)
+	copts2.Mux.Compression = o.compress.mode
 	conn, err := dial(dctx, loc, o.ssh, copts2)
 	cancel()
 	if err != nil {

@@ -73,6 +73,8 @@ func runServe(args []string) int {
 	certFile := fs.String("cert", "", "present the certificate chain in `FILE` (PEM, e.g. signed by a CA) instead of the self-signed one")
 	keyFile := fs.String("key", "", "the private key of --cert (PEM `FILE`)")
 	ro := fs.Bool("ro", false, "export every tree read-only")
+	var compress compressFlag
+	compress.register(fs)
 	stdio := fs.Bool("stdio", false, "serve one connection on standard input and output (what ssh:// locations run), then exit")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	dumpStore := fs.String("dump", "", "also export the dump store `STORE`, read-only, as the tree \"dump\"")
@@ -215,6 +217,7 @@ func runServe(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg.Logger, cfg.TLS, cfg.Authorized = log, tlsCfg, authz
+	cfg.Mux.Compression = compress.mode
 	if *stdio && !idleSet(fs) {
 		// The one connection is the ssh session's: it ends with it.
 		cfg.Mux.IdleTimeout = -1

@@ -150,6 +150,7 @@ func (s *session) tree(loc client.Location) (*client.Tree, error) {
 		if err != nil {
 			return nil, err
 		}
+		opts.Mux.Compression = s.opts.compress.mode
 		c, err = dial(s.ctx, loc, s.opts.ssh, opts)
 		if err != nil {
 			return nil, err
