@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,12 +45,37 @@ type Options struct {
 	// no zx.Caller: the user a request is made for. Servers honour it
 	// only on connections whose key may speak for several users.
 	Caller *zx.Caller
+
+	// Reconnect makes the connection survive its loss (a dropped link, a
+	// server restart): the next request, or a request in flight, dials
+	// again with backoff and re-authenticates; requests in flight are
+	// carried over where that is safe and fail with an error saying their
+	// outcome is unknown where it is not (see reconnect.go). Done and Err
+	// then concern Close only.
+	Reconnect bool
+	// ReconnectWait bounds how long a request waits for the connection to
+	// come back before failing (30s).
+	ReconnectWait time.Duration
+	// Redial makes a new connection to the same server. Dial and DialSSH
+	// set it; callers of NewConn who want Reconnect must.
+	Redial func(ctx context.Context) (net.Conn, error)
 }
 
 // Conn is a connection to a zx server.
 type Conn struct {
-	mc   *mux.Conn
+	opts Options
 	addr string
+
+	mu        sync.Mutex // guards what follows; before pending.mu
+	mc        *mux.Conn  // replaced when re-established (Options.Reconnect)
+	seq       uint64
+	inflight  map[*pending]struct{}
+	redialing chan struct{} // closed when the redial under way is over
+	redialErr error         // why the last redial failed
+	redials   int64
+	closed    bool
+	gone      chan struct{} // closed by Close
+	base      mux.Stats     // counters of the connections before mc
 
 	// For the control file (see ctl.go).
 	since  time.Time
@@ -63,6 +89,21 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = 15 * time.Second
 	}
+	nc, err := dialNet(ctx, addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Reconnect && opts.Redial == nil {
+		o := opts
+		opts.Redial = func(ctx context.Context) (net.Conn, error) { return dialNet(ctx, addr, o) }
+	}
+	c := NewConn(nc, opts)
+	c.addr = addr
+	return c, nil
+}
+
+// dialNet makes the transport connection: TCP, and TLS if asked.
+func dialNet(ctx context.Context, addr string, opts Options) (net.Conn, error) {
 	d := net.Dialer{Timeout: opts.DialTimeout, KeepAlive: -1}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -80,7 +121,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		}
 		nc = tc
 	}
-	return NewConn(nc, opts), nil
+	return nc, nil
 }
 
 // handshakeError explains a failed TLS handshake.
@@ -114,27 +155,86 @@ func tuneTCP(nc net.Conn) {
 
 // NewConn runs the client protocol over an established connection.
 func NewConn(nc net.Conn, opts Options) *Conn {
-	return &Conn{mc: mux.Client(nc, opts.Mux), addr: nc.RemoteAddr().String(), caller: opts.Caller, since: time.Now(), flags: ctl.NewFlags("debug")}
+	return &Conn{
+		opts:     opts,
+		mc:       mux.Client(nc, opts.Mux),
+		inflight: make(map[*pending]struct{}),
+		gone:     make(chan struct{}),
+		addr:     nc.RemoteAddr().String(),
+		caller:   opts.Caller,
+		since:    time.Now(),
+		flags:    ctl.NewFlags("debug"),
+	}
+}
+
+// cur returns the current connection.
+func (c *Conn) cur() *mux.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mc
 }
 
 // Close closes the connection; requests in flight fail.
-func (c *Conn) Close() error { return c.mc.Close() }
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.gone)
+	}
+	mc := c.mc
+	c.mu.Unlock()
+	return mc.Close()
+}
 
-// Done is closed when the connection ends; Err then says why.
-func (c *Conn) Done() <-chan struct{} { return c.mc.Done() }
+// Done is closed when the connection ends; Err then says why. With
+// Options.Reconnect, a lost connection does not end it: only Close does.
+func (c *Conn) Done() <-chan struct{} {
+	if c.reconnects() {
+		return c.gone
+	}
+	return c.cur().Done()
+}
 
 // Err returns why the connection ended, or nil.
-func (c *Conn) Err() error { return c.mc.Err() }
+func (c *Conn) Err() error {
+	if c.reconnects() {
+		select {
+		case <-c.gone:
+			return zx.E(zx.ErrIO, "", "", "connection closed")
+		default:
+			return nil
+		}
+	}
+	return c.cur().Err()
+}
+
+// Reconnects returns how many times the connection was re-established.
+func (c *Conn) Reconnects() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.redials
+}
 
 // Ping measures one round trip to the server.
-func (c *Conn) Ping(ctx context.Context) (time.Duration, error) { return c.mc.Ping(ctx) }
+func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
+	mc, err := c.current(ctx)
+	if err != nil {
+		return 0, zx.Errorf("ping", "", err)
+	}
+	return mc.Ping(ctx)
+}
 
 // RTT returns the round-trip time measured so far.
-func (c *Conn) RTT() time.Duration { return c.mc.RTT() }
+func (c *Conn) RTT() time.Duration { return c.cur().RTT() }
 
 // Stats returns the connection's counters, including the round trips
-// callers waited for (see mux.Conn.Stats).
-func (c *Conn) Stats() mux.Stats { return c.mc.Stats() }
+// callers waited for (see mux.Conn.Stats); with Options.Reconnect, summed
+// over the connections it has made.
+func (c *Conn) Stats() mux.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return addStats(c.base, c.mc.Stats())
+}
 
 // Addr returns the server's address.
 func (c *Conn) Addr() string { return c.addr }
@@ -172,16 +272,8 @@ var (
 // Conn returns the tree's connection.
 func (t *Tree) Conn() *Conn { return t.c }
 
-func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags) (*mux.Stream, error) {
-	if err := ctx.Err(); err != nil {
-		// Not sent at all, so certainly not applied. (A request cancelled
-		// once sent may or may not have taken effect.)
-		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)
-	}
-	t.c.reqs.Add(proto.OpName(req.Op))
-	if t.c.flags.On("debug") {
-		log.Printf("zx client: %s %s %s", t.c.addr, proto.OpName(req.Op), req.Path)
-	}
+// encode encodes req, with the caller it is made for.
+func (t *Tree) encode(ctx context.Context, req *proto.Request) []byte {
 	c, ok := zx.CallerFrom(ctx)
 	if !ok && t.c.caller != nil {
 		c, ok = *t.c.caller, true
@@ -189,11 +281,71 @@ func (t *Tree) open(ctx context.Context, req *proto.Request, flags mux.OpenFlags
 	if ok && c.Uid >= 0 && c.Gid >= 0 {
 		req.HasCaller, req.Uid, req.Gid = true, uint32(c.Uid), uint32(c.Gid)
 	}
-	st, err := t.c.mc.Open(ctx, proto.AppendRequest(nil, req), flags)
-	if err != nil {
-		return nil, zx.Errorf(proto.OpName(req.Op), req.Path, err)
+	return proto.AppendRequest(nil, req)
+}
+
+// begin sends a request, after the requests issued before it, and returns
+// it as a pending request (for reconnection) with its stream. retry, if
+// set, sends it again after the connection was lost (see reconnect.go).
+func (t *Tree) begin(ctx context.Context, req *proto.Request, flags mux.OpenFlags, retry func(*mux.Conn, *pending) (*mux.Stream, error)) (*pending, *mux.Stream, error) {
+	op := proto.OpName(req.Op)
+	if err := ctx.Err(); err != nil {
+		// Not sent at all, so certainly not applied. (A request cancelled
+		// once sent may or may not have taken effect.)
+		return nil, nil, zx.Errorf(op, req.Path, err)
 	}
-	return st, nil
+	t.c.reqs.Add(op)
+	if t.c.flags.On("debug") {
+		log.Printf("zx client: %s %s %s", t.c.addr, op, req.Path)
+	}
+	b := t.encode(ctx, req)
+	c := t.c
+	p := &pending{op: req.Op, path: req.Path, opened: make(chan struct{}), next: make(chan reopened, 1), sender: closedChan()}
+	p.open = func(mc *mux.Conn) (*mux.Stream, error) { return mc.Open(ctx, b, flags) }
+	p.retry = retry
+	c.mu.Lock()
+	mc, err := c.currentLocked(ctx)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, nil, zx.Errorf(op, req.Path, err)
+	}
+	c.seq++
+	p.seq, p.mc = c.seq, mc
+	if c.reconnects() {
+		c.inflight[p] = struct{}{}
+	}
+	c.mu.Unlock()
+	if req.Op == proto.OpGet && c.reconnects() {
+		// A stat of what the get reads, to check a resumed get against.
+		if o, err := mc.Open(ctx, t.encode(ctx, &proto.Request{Op: proto.OpStat, Tree: req.Tree, Path: req.Path}), 0); err == nil {
+			p.orig = o
+		}
+	}
+	st, err := mc.Open(ctx, b, flags)
+	p.mu.Lock()
+	if err == nil {
+		p.st = st
+	}
+	p.mu.Unlock()
+	close(p.opened)
+	if err != nil {
+		if st, err = c.resume(ctx, p, err); err != nil {
+			c.finish(p)
+			return nil, nil, zx.Errorf(op, req.Path, err)
+		}
+	}
+	return p, st, nil
+}
+
+// plainRetry sends a request again as it was.
+func plainRetry(mc *mux.Conn, p *pending) (*mux.Stream, error) { return p.open(mc) }
+
+// retryFor returns how req is sent again after a loss: nil if it may not.
+func retryFor(req *proto.Request) func(*mux.Conn, *pending) (*mux.Stream, error) {
+	if idempotent(req) {
+		return plainRetry
+	}
+	return nil
 }
 
 // replyErr decodes an FErr message, adding the op and path when the server
@@ -209,17 +361,20 @@ func replyErr(op, path string, m mux.Msg) error {
 // call issues a request whose reply is one entry.
 func (t *Tree) call(ctx context.Context, req *proto.Request) <-chan zx.Reply {
 	rc := make(chan zx.Reply, 1)
-	st, err := t.open(ctx, req, 0)
+	p, st, err := t.begin(ctx, req, 0, retryFor(req))
 	if err != nil {
 		rc <- zx.Reply{Err: err}
 		return rc
 	}
-	go func() { rc <- t.one(ctx, st, req.Op, req.Path) }()
+	go func() {
+		defer t.c.finish(p)
+		rc <- t.one(ctx, p, st, req.Op, req.Path)
+	}()
 	return rc
 }
 
-// one reads a one-entry reply.
-func (t *Tree) one(ctx context.Context, st *mux.Stream, opn uint8, path string) zx.Reply {
+// one reads a one-entry reply, going on over a reconnection if p allows.
+func (t *Tree) one(ctx context.Context, p *pending, st *mux.Stream, opn uint8, path string) zx.Reply {
 	op := proto.OpName(opn)
 	var r zx.Reply
 	for {
@@ -231,6 +386,12 @@ func (t *Tree) one(ctx context.Context, st *mux.Stream, opn uint8, path string) 
 			return r
 		}
 		if err != nil {
+			if st2, rerr := t.c.resume(ctx, p, err); rerr == nil {
+				st, r = st2, zx.Reply{}
+				continue
+			} else {
+				err = rerr
+			}
 			return zx.Reply{Err: zx.Errorf(op, path, err)}
 		}
 		switch m.Type {
@@ -251,12 +412,13 @@ func (t *Tree) one(ctx context.Context, st *mux.Stream, opn uint8, path string) 
 
 func (t *Tree) status(ctx context.Context, req *proto.Request) <-chan error {
 	ec := make(chan error, 1)
-	st, err := t.open(ctx, req, 0)
+	p, st, err := t.begin(ctx, req, 0, retryFor(req))
 	if err != nil {
 		ec <- err
 		return ec
 	}
 	go func() {
+		defer t.c.finish(p)
 		op := proto.OpName(req.Op)
 		var rerr error
 		for {
@@ -265,6 +427,12 @@ func (t *Tree) status(ctx context.Context, req *proto.Request) <-chan error {
 				break
 			}
 			if err != nil {
+				if st2, err2 := t.c.resume(ctx, p, err); err2 == nil {
+					st, rerr = st2, nil
+					continue
+				} else {
+					err = err2
+				}
 				rerr = zx.Errorf(op, req.Path, err)
 				break
 			}
@@ -282,7 +450,11 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 	// A little buffering lets the decoder run ahead of the consumer
 	// instead of handing over each entry of a long find.
 	ic := make(chan zx.Item, 64)
-	st, err := t.open(ctx, req, flags)
+	retry := retryFor(req)
+	if req.Op == proto.OpGet {
+		retry = t.getRetry(ctx, req)
+	}
+	p, st, err := t.begin(ctx, req, flags, retry)
 	if err != nil {
 		go func() {
 			defer close(ic)
@@ -295,11 +467,29 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 	}
 	go func() {
 		defer close(ic)
+		defer t.c.finish(p)
 		op := proto.OpName(req.Op)
+		var skip skipper
 		for {
 			m, err := st.Recv(ctx)
 			if err == io.EOF {
 				return
+			}
+			if err != nil {
+				if st2, err2 := t.c.resume(ctx, p, err); err2 == nil {
+					st = st2
+					if req.Op == proto.OpGet {
+						err = t.checkResumed(ctx, p)
+					} else {
+						skip.restart()
+						continue
+					}
+					if err == nil {
+						continue
+					}
+				} else {
+					err = err2
+				}
 			}
 			var it zx.Item
 			if err != nil {
@@ -333,6 +523,12 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 				default:
 					it.Err = zx.E(zx.ErrProtocol, op, req.Path, fmt.Sprintf("unexpected message type %d", m.Type))
 				}
+			}
+			if skip.skip(&it) {
+				continue
+			}
+			if p != nil && req.Op != proto.OpGet {
+				skip.delivered(it)
 			}
 			select {
 			case ic <- it:
@@ -382,30 +578,65 @@ func (t *Tree) Put(ctx context.Context, path string, d zx.Dir, off int64, data i
 		return t.call(ctx, req)
 	}
 	rc := make(chan zx.Reply, 1)
-	st, err := t.open(ctx, req, mux.WithData)
+	// A put is sent again after a lost connection only if its data can be
+	// read again and writing it twice does no harm: it replaces the file
+	// (size 0) or writes at an offset, and is not exclusive.
+	var retry func(*mux.Conn, *pending) (*mux.Stream, error)
+	if sk, ok := data.(io.Seeker); ok && idempotent(req) && (d[zx.ASize] == "0" || off >= 0) {
+		if start, err := sk.Seek(0, io.SeekCurrent); err == nil {
+			retry = putRetry(sk, start)
+		}
+	}
+	p, st, err := t.begin(ctx, req, mux.WithData, retry)
 	if err != nil {
 		rc <- zx.Reply{Err: err}
 		return rc
 	}
 	go func() {
-		// The data reader may block: the reply must not wait for it when
-		// the request fails or is cancelled.
-		sent := make(chan error, 1)
-		go func() { sent <- sendData(ctx, st, data) }()
-		replied := make(chan zx.Reply, 1)
-		go func() { replied <- t.one(ctx, st, proto.OpPut, path) }()
-		select {
-		case serr := <-sent:
-			if serr != nil {
-				// The server must not keep a half-written file: cancel
-				// the request, which aborts the put.
-				st.Cancel(serr)
-				rc <- zx.Reply{Err: zx.Errorf("put", path, serr)}
-				return
+		defer t.c.finish(p)
+		for {
+			// The sender starts only on the stream the request is on:
+			// a replay may have replaced it already (and rewound data).
+			sent := make(chan error, 1)
+			p.mu.Lock()
+			if p.st == st {
+				stopped := make(chan struct{})
+				p.sender = stopped
+				go func() {
+					defer close(stopped)
+					sent <- sendData(ctx, st, data)
+				}()
+			} else {
+				sent <- nil
 			}
-			rc <- <-replied
-		case r := <-replied:
+			p.mu.Unlock()
+			// The data reader may block: the reply must not wait for it
+			// when the request fails or is cancelled.
+			replied := make(chan zx.Reply, 1)
+			go func() { replied <- t.one(ctx, nil, st, proto.OpPut, path) }()
+			var r zx.Reply
+			select {
+			case serr := <-sent:
+				if serr != nil && st.Conn().Err() == nil {
+					// The server must not keep a half-written file:
+					// cancel the request, which aborts the put.
+					st.Cancel(serr)
+					rc <- zx.Reply{Err: zx.Errorf("put", path, serr)}
+					return
+				}
+				r = <-replied
+			case r = <-replied:
+			}
+			if r.Err != nil && st.Conn().Err() != nil {
+				st2, err := t.c.resume(ctx, p, r.Err)
+				if err == nil {
+					st = st2
+					continue
+				}
+				r.Err = zx.Errorf("put", path, err)
+			}
 			rc <- r
+			return
 		}
 	}()
 	return rc
@@ -488,9 +719,11 @@ func (t *Tree) FindGet(ctx context.Context, path, pred, spref, dpref string, dep
 // Watch implements zx.Watcher. The watch is not counted as a round trip.
 func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 	ec := make(chan zx.Event)
-	st, err := t.open(ctx, &proto.Request{Op: proto.OpWatch, Tree: t.name, Path: path}, mux.Uncounted)
+	p, st, err := t.begin(ctx, &proto.Request{Op: proto.OpWatch, Tree: t.name, Path: path}, mux.Uncounted, plainRetry)
 	go func() {
 		defer close(ec)
+		defer t.c.finish(p)
+		resumed := false
 		send := func(ev zx.Event) bool {
 			select {
 			case ec <- ev:
@@ -512,6 +745,12 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 				return
 			}
 			if err != nil {
+				if st2, err2 := t.c.resume(ctx, p, err); err2 == nil {
+					st, resumed = st2, true
+					continue
+				} else {
+					err = err2
+				}
 				send(zx.Event{Err: zx.Errorf("watch", path, err)})
 				return
 			}
@@ -523,6 +762,12 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 					ev.Err = perr
 				} else {
 					ev = zx.Event{Kind: zx.EventKind(pe.Kind), Dir: pe.Dir, From: pe.From}
+				}
+				if resumed && ev.Kind == zx.Ready {
+					// The watch is back in place after a lost
+					// connection: what happened meanwhile is unknown.
+					resumed = false
+					ev = zx.Event{Kind: zx.Overflow, Dir: zx.Dir{zx.APath: path, zx.AName: lastElem(path)}}
 				}
 			case proto.FErr:
 				ev.Err = replyErr("watch", path, m)

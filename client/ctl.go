@@ -14,11 +14,11 @@ var _ ctl.Controller = (*Tree)(nil)
 // its connection.
 func (t *Tree) Status(ctx context.Context) ctl.Section {
 	c := t.c
-	st := c.mc.Stats()
+	st := c.Stats()
 	s := ctl.Section{Kind: "client", Addr: t.String()}
 	s.Lines = append(s.Lines,
 		"since "+ctl.Since(c.since),
-		fmt.Sprintf("rtt %s", c.mc.RTT().Round(time.Microsecond)),
+		fmt.Sprintf("rtt %s", c.RTT().Round(time.Microsecond)),
 		fmt.Sprintf("roundtrips %d", st.RoundTrips),
 		c.reqs.Line(),
 		fmt.Sprintf("bytes in %d out %d", st.BytesIn, st.BytesOut),

@@ -335,12 +335,9 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Err returns why the connection ended, or nil while it is up.
 func (c *Conn) Err() error {
-	select {
-	case <-c.done:
-		return c.err
-	default:
-		return nil
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // Close ends the connection and every stream on it.

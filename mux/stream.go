@@ -239,6 +239,11 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 		return zx.E(zx.ErrTooBig, "", "", "message longer than a frame")
 	}
 	c := s.c
+	if !c.server && ctx.Err() != nil {
+		// A request cancelled sends nothing more: in particular not the
+		// end of a put's data, which would complete what was cancelled.
+		return zx.Errorf("", "", ctx.Err())
+	}
 	var stall *time.Timer
 	defer func() {
 		if stall != nil {
@@ -549,3 +554,6 @@ func (s *Stream) RecvEnded() bool {
 	defer s.rmu.Unlock()
 	return s.recvEnded && s.rhead == len(s.rq)
 }
+
+// Conn returns the connection the stream is on.
+func (s *Stream) Conn() *Conn { return s.c }

@@ -264,6 +264,20 @@ func (p *Proxy) Stall(d time.Duration) {
 	}
 }
 
+// Cut cuts every connection open now abruptly (an RST to both ends), as
+// when a link dies; the proxy goes on accepting new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.cut()
+	}
+}
+
 // Resume ends a stall at once.
 func (p *Proxy) Resume() {
 	p.stall.Store(int64(time.Since(p.epoch)))

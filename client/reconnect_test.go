@@ -1,0 +1,379 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/wan"
+)
+
+// faulty serves tr behind a WAN emulator with cfg, and returns a
+// reconnecting client through it and the emulator.
+func faulty(t *testing.T, tr zx.Tree, cfg wan.Config) (*client.Conn, *wan.Proxy) {
+	t.Helper()
+	p, err := wan.Listen("127.0.0.1:0", serve(t, tr), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := client.Dial(context.Background(), p.Addr(), client.Options{Reconnect: true, ReconnectWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, p
+}
+
+// pattern is n random bytes: incompressible, so that cuts after a byte
+// count come where the test expects them.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{byte(n)}).Read(b)
+	return b
+}
+
+func TestReconnectAfterCut(t *testing.T) {
+	ctx := context.Background()
+	c, p := faulty(t, memfs.New(), wan.Config{})
+	tr := c.Tree("")
+	if _, err := zx.WriteFile(ctx, tr, "/f", nil, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	// The next request finds the connection gone, dials again and goes on.
+	got, err := zx.ReadFile(ctx, tr, "/f")
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("after a cut: %q, %v", got, err)
+	}
+	if n := c.Reconnects(); n != 1 {
+		t.Errorf("reconnected %d times, want 1", n)
+	}
+	if c.Err() != nil {
+		t.Errorf("Err = %v while usable", c.Err())
+	}
+}
+
+func TestReconnectServerRestart(t *testing.T) {
+	// The server goes away and comes back on the same address: a request
+	// made meanwhile waits for it (with backoff) and succeeds.
+	ctx := context.Background()
+	tr := memfs.New()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	start := func(l net.Listener) *server.Server {
+		srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+		return srv
+	}
+	srv := start(l)
+	c, err := client.Dial(ctx, addr, client.Options{Reconnect: true, ReconnectWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := zx.WriteFile(ctx, c.Tree(""), "/f", nil, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := zx.Stat(ctx, c.Tree(""), "/f")
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the stat waits for the server
+	l2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := start(l2)
+	defer srv2.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stat across a restart: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("stat did not resume after the server came back")
+	}
+}
+
+func TestReconnectGivesUp(t *testing.T) {
+	ctx := context.Background()
+	srv, err := server.New(map[string]zx.Tree{"main": memfs.New()}, "main", server.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	c, err := client.Dial(ctx, l.Addr().String(), client.Options{Reconnect: true, ReconnectWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := zx.Stat(ctx, c.Tree(""), "/"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	_, err = zx.Stat(ctx, c.Tree(""), "/")
+	if !errors.Is(err, zx.ErrIO) || !strings.Contains(err.Error(), "not re-established within 300ms") {
+		t.Fatalf("stat with the server gone: %v, want a clear error", err)
+	}
+}
+
+func TestResumeGet(t *testing.T) {
+	// Every connection is cut after 1.5 MiB towards the client: a 5 MiB get
+	// resumes at its offset each time and gets every byte once.
+	ctx := context.Background()
+	tr := memfs.New()
+	data := pattern(5 << 20)
+	if _, err := zx.WriteFile(ctx, tr, "/big", nil, data); err != nil {
+		t.Fatal(err)
+	}
+	c, p := faulty(t, tr, wan.Config{CutAfter: 3 << 19})
+	got, err := zx.ReadFile(ctx, c.Tree(""), "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("resumed get: %d bytes, different from the %d written", len(got), len(data))
+	}
+	if n := c.Reconnects(); n < 3 {
+		t.Errorf("reconnected %d times for 5 MiB cut every 1.5 MiB", n)
+	}
+	t.Logf("%d reconnections, %d cuts", c.Reconnects(), p.Stats().Cuts)
+}
+
+func TestResumeGetChanged(t *testing.T) {
+	// The file changes while the connection is down: the get says so
+	// rather than splice two versions.
+	ctx := context.Background()
+	tr := memfs.New()
+	if _, err := zx.WriteFile(ctx, tr, "/big", nil, pattern(4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c, p := faulty(t, tr, wan.Config{})
+	items := c.Tree("").Get(ctx, "/big", 0, -1)
+	var n int
+	for it := range items {
+		if it.Err != nil {
+			if !strings.Contains(it.Err.Error(), "changed") {
+				t.Fatalf("get: %v, want an error saying the file changed", it.Err)
+			}
+			return
+		}
+		n += len(it.Data)
+		if n >= 1<<20 && p.Stats().Cuts == 0 {
+			p.Stall(-1) // hold the rest back, so the cut is mid-transfer
+			if _, err := zx.WriteFile(ctx, tr, "/big", nil, bytes.Repeat([]byte("x"), 4<<20)); err != nil {
+				t.Fatal(err)
+			}
+			p.Cut()
+			p.Resume()
+		}
+	}
+	t.Fatalf("get of a file changed during a reconnection ended without error after %d bytes", n)
+}
+
+func TestResumeFind(t *testing.T) {
+	// A find cut in the middle is replayed; the caller sees each entry once.
+	ctx := context.Background()
+	tr := memfs.New()
+	for i := range 20 {
+		if _, err := zx.Mkdir(ctx, tr, fmt.Sprintf("/d%02d", i), 0755); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 50 {
+			if _, err := zx.WriteFile(ctx, tr, fmt.Sprintf("/d%02d/f%02d", i, j), nil, pattern(100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, op := range []string{"find", "findget"} {
+		t.Run(op, func(t *testing.T) {
+			c, p := faulty(t, tr, wan.Config{})
+			find := c.Tree("").Find
+			if op == "findget" {
+				find = c.Tree("").FindGet
+			}
+			seen := map[string]int{}
+			var data int
+			for it := range find(ctx, "/", "", "", "", 0) {
+				if it.Err != nil {
+					t.Fatal(it.Err)
+				}
+				if it.Dir != nil {
+					seen[it.Dir.Path()]++
+					if n := len(seen); n == 300 || n == 700 {
+						p.Cut() // find is replayed, and skips what it gave
+					}
+				}
+				data += len(it.Data)
+			}
+			if len(seen) != 1+20+20*50 {
+				t.Errorf("%d entries, want %d", len(seen), 1+20+20*50)
+			}
+			for p, n := range seen {
+				if n != 1 {
+					t.Errorf("%s seen %d times", p, n)
+				}
+			}
+			if op == "findget" && data != 20*50*100 {
+				t.Errorf("%d bytes of data, want %d", data, 20*50*100)
+			}
+			if p.Stats().Cuts == 0 {
+				t.Error("no connection was cut")
+			}
+			t.Logf("%s: %d reconnections", op, c.Reconnects())
+		})
+	}
+}
+
+func TestPutRetried(t *testing.T) {
+	// A whole-file put from a seekable reader is sent again from the start
+	// after a cut; the file ends up whole.
+	ctx := context.Background()
+	tr := memfs.New()
+	c, p := faulty(t, tr, wan.Config{})
+	data := pattern(4 << 20)
+	p.SetConfig(wan.Config{CutAfter: 1 << 20})
+	go func() {
+		// One cut; the retry goes through.
+		for p.Stats().Cuts == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		p.SetConfig(wan.Config{})
+	}()
+	r := <-c.Tree("").Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, bytes.NewReader(data))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.SetConfig(wan.Config{})
+	got, err := zx.ReadFile(ctx, tr, "/f")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after a retried put: %d bytes (%v), want the %d written", len(got), err, len(data))
+	}
+	if p.Stats().Cuts == 0 {
+		t.Error("no connection was cut")
+	}
+}
+
+func TestPutNotRetried(t *testing.T) {
+	// A put whose data cannot be read again is reported, and the file is
+	// the old one or the new one, never a mix (lfs puts replace files
+	// atomically).
+	ctx := context.Background()
+	fs, err := lfs.New(t.TempDir(), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	old := pattern(3 << 20)
+	if _, err := zx.WriteFile(ctx, fs, "/f", nil, old); err != nil {
+		t.Fatal(err)
+	}
+	c, p := faulty(t, fs, wan.Config{})
+	p.SetConfig(wan.Config{CutAfter: 1 << 20})
+	nw := pattern(3<<20 + 1)
+	r := <-c.Tree("").Put(ctx, "/f", zx.Dir{zx.ASize: "0"}, 0, io.MultiReader(bytes.NewReader(nw)))
+	p.SetConfig(wan.Config{})
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "cannot be sent again") {
+		t.Fatalf("put cut short: %v, want an error saying it could not be retried", r.Err)
+	}
+	got, err := zx.ReadFile(ctx, c.Tree(""), "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, old) && !bytes.Equal(got, nw) {
+		t.Fatalf("file is neither old nor new after an interrupted put (%d bytes)", len(got))
+	}
+}
+
+func TestRemoveOutcomeUnknown(t *testing.T) {
+	ctx := context.Background()
+	tr := memfs.New()
+	c, p := faulty(t, tr, wan.Config{})
+	if _, err := zx.WriteFile(ctx, c.Tree(""), "/f", nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall(-1)
+	ec := c.Tree("").Remove(ctx, "/f")
+	time.Sleep(50 * time.Millisecond) // the request is in the stalled link
+	p.Cut()
+	p.Resume()
+	err := <-ec
+	if !errors.Is(err, zx.ErrIO) || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("remove in flight at a cut: %v, want an unknown-outcome error", err)
+	}
+	// The connection is back for what follows.
+	if _, err := zx.Stat(ctx, c.Tree(""), "/"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchResubscribes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := memfs.New()
+	c, p := faulty(t, tr, wan.Config{})
+	evs := c.Tree("").Watch(ctx, "/")
+	if ev := <-evs; ev.Kind != zx.Ready {
+		t.Fatalf("first event %v", ev)
+	}
+	p.Cut()
+	ev := <-evs
+	if ev.Err != nil || ev.Kind != zx.Overflow {
+		t.Fatalf("after a cut: %+v, want an overflow", ev)
+	}
+	if _, err := zx.WriteFile(ctx, tr, "/new", nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range evs {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if ev.Dir.Path() == "/new" {
+			return
+		}
+	}
+	t.Fatal("watch ended")
+}
+
+func TestNoReconnectByDefault(t *testing.T) {
+	ctx := context.Background()
+	p, err := wan.Listen("127.0.0.1:0", serve(t, memfs.New()), wan.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dial(t, p.Addr())
+	if _, err := zx.Stat(ctx, c.Tree(""), "/"); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	<-c.Done()
+	if _, err := zx.Stat(ctx, c.Tree(""), "/"); !errors.Is(err, zx.ErrIO) {
+		t.Fatalf("stat on a lost connection without Reconnect: %v", err)
+	}
+}
