@@ -153,6 +153,27 @@ func (rep *Report) fuseMarkdown() string {
 	p("- Every measurement mounts afresh (zx: new connection, cache and kernel superblock; sshfs: a new sshfs), so caches start cold; \"warm\" workloads run once untimed on that mount and time the second run. Inputs (a copy to remove, an empty directory, a clean C project) are made on the server's disk before mounting, outside the timing.\n")
 	p("- Both through a wan proxy (package wan) with the same RTT (and rate), a fresh pair per link setting. Bytes are counted by the proxy, both directions.\n")
 	p("- Every measurement is capped at %s. A slower run is killed and reported as \"> cap\" with a projection labelled with what it comes from (a run on a subtree scaled by directories, files or entries; or the progress made by the cap). When earlier RTTs show that the full run would exceed the cap, it is not attempted: only the subtree, or a run cut short at a third of the cap, is made, and projected. Projections are estimates, not measurements; round trips are given only for complete runs.\n", fmtSecs(rep.CapSecs))
+	var rtts, missing []string
+	for _, r := range rep.RTTsMs {
+		rtts = append(rtts, fmt.Sprintf("%g ms", r))
+	}
+	for _, want := range []float64{0, 10, 50, 100} {
+		found := false
+		for _, r := range rep.RTTsMs {
+			found = found || r == want
+		}
+		if !found {
+			missing = append(missing, fmt.Sprintf("%g ms", want))
+		}
+	}
+	p("- RTTs run: %s", strings.Join(rtts, ", "))
+	if len(missing) > 0 {
+		p(" (issue 3 asks also for %s: not run here)", strings.Join(missing, ", "))
+	}
+	if rep.RateMbit > 0 {
+		p("; the big file also at %g Mbit/s and %g ms", rep.RateMbit, rep.RateRTT)
+	}
+	p(".\n")
 	p("- Total run time: %.0f s.\n", rep.Elapsed)
 
 	p("\n## Results\n\n")
