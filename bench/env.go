@@ -27,6 +27,7 @@ import (
 type env struct {
 	mu       sync.Mutex
 	cleanups []func()
+	sshSrv   *sshd.Server // the last sshd started
 }
 
 func newEnv() *env { return &env{} }
@@ -199,7 +200,31 @@ func (e *env) sshd(ctx context.Context, sshDir string) (port int, key string, er
 		return 0, "", err
 	}
 	e.onCleanup(func() { s.Close() })
+	e.mu.Lock()
+	e.sshSrv = s
+	e.mu.Unlock()
 	return s.Port, s.ClientKey, nil
+}
+
+// sshdAlive says whether the sshd started last still runs, and if not,
+// what it logged.
+func (e *env) sshdAlive() (bool, string) {
+	e.mu.Lock()
+	s := e.sshSrv
+	e.mu.Unlock()
+	if s == nil {
+		return false, "no sshd started"
+	}
+	if err := syscall.Kill(s.Pid(), 0); err != nil {
+		return false, s.Log()
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid()))
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return false, s.Log()
+		}
+	}
+	return true, ""
 }
 
 // mount is an sshfs mount.

@@ -106,7 +106,7 @@ func (rep *Report) fuseMarkdown() string {
 		case proj:
 			return fmt.Sprintf("≈ %s projected %s", fmtSecs(t), note(r.ProjectedFrom))
 		case r.FlushSeconds > 0:
-			return fmt.Sprintf("%s (+ %s sync -f)", fmtSecs(t), fmtSecs(r.FlushSeconds))
+			return fmt.Sprintf("%s (+ %s sync)", fmtSecs(t), fmtSecs(r.FlushSeconds))
 		}
 		return fmtSecs(t)
 	}
@@ -229,7 +229,7 @@ func (rep *Report) fuseMarkdown() string {
 				cell(z), cell(s), ratio, rts, per, eq(z), sEq, mb(z), mb(s))
 		}
 	}
-	p("\n\"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The write-back rows have no sshfs run of their own: their sshfs column is the default sshfs run of the same program; \"+ … sync -f\" is how long `sync -f MNT` (syncfs) took after the command returned, until its data was on the server: not part of the time.\n")
+	p("\n\"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The write-back rows have no sshfs run of their own: their sshfs column is the default sshfs run of the same program; \"+ … sync\" is how long the mount's Sync (what fsync and zx sync wait for) took after the command returned, until its data was on the server: not part of the time.\n")
 
 	p("\n## Targets of issue 3\n\n| target | status | figures |\n|---|---|---|\n")
 	for _, tg := range rep.Targets {
@@ -363,7 +363,13 @@ func (rep *Report) fuseTargets() []Target {
 			}
 			n++
 			met = met && !proj && tz <= 3*floor
-			ds = append(ds, fmt.Sprintf("%g ms: %s vs floor %s = %.1f×", rtt, fmtSecs(tz), fmtSecs(floor), tz/floor))
+			d := fmt.Sprintf("%g ms: %s vs floor %s = %.1f×", rtt, fmtSecs(tz), fmtSecs(floor), tz/floor)
+			if proj {
+				d += " (projected)"
+			} else if z.FlushSeconds > 0 {
+				d += fmt.Sprintf(" (then %s until all on the server)", fmtSecs(z.FlushSeconds))
+			}
+			ds = append(ds, d)
 		}
 		if n > 0 {
 			tg.Status = "met"

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,9 +14,6 @@ import (
 	"github.com/zxfs/zx/wan"
 )
 
-// errNoWriteback says the mount has no write-back mode in this build.
-var errNoWriteback = errors.New("the mount has no write-back mode in this build")
-
 // zxMount is a zx FUSE mount served by this process, over its own
 // connection, so that its round trips can be counted.
 type zxMount struct {
@@ -26,12 +22,10 @@ type zxMount struct {
 	fs   *zxmount.FS
 }
 
-// mountZX mounts the server behind addr on mnt, in default or write-back
-// mode, with the mount's defaults otherwise (as zx mount does).
-func (e *env) mountZX(ctx context.Context, addr, mnt string, wb bool) (*zxMount, error) {
-	if wb {
-		return nil, errNoWriteback
-	}
+// mountZX mounts the server behind addr on mnt, with the mount's
+// defaults (as zx mount does), or in write-back mode with its journal in
+// a fresh directory journal (as zx mount --writeback does).
+func (e *env) mountZX(ctx context.Context, addr, mnt, journal string) (*zxMount, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, addr, client.Options{})
@@ -42,8 +36,12 @@ func (e *env) mountZX(ctx context.Context, addr, mnt string, wb bool) (*zxMount,
 		c.Close()
 		return nil, err
 	}
-	z := &zxMount{conn: c, ca: cache.New(c.Tree(""), cache.Options{})}
-	z.fs, err = zxmount.Mount(mnt, z.ca, zxmount.Options{FsName: "zxbench"})
+	z := &zxMount{conn: c}
+	if z.ca, err = cache.Open(c.Tree(""), cache.Options{Journal: journal}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	z.fs, err = zxmount.Mount(mnt, z.ca, zxmount.Options{FsName: "zxbench", WriteBack: journal != ""})
 	if err != nil {
 		z.ca.Close()
 		c.Close()
@@ -88,9 +86,13 @@ func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duratio
 		if sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
 			return err
 		}
-		defer sp.Close()
 	}
 	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp, sp: sp}
+	defer func() {
+		if l.sp != nil {
+			l.sp.Close() // restartSSHD may have replaced sp
+		}
+	}()
 	if rate == 0 {
 		for _, j := range jobs {
 			if err := l.fuseJob(ctx, j, "zx"); err != nil {
@@ -127,6 +129,25 @@ func (l *linkRun) method(j *fuseJob, sys, rel string) string {
 	return m
 }
 
+// restartSSHD starts a new sshd (its predecessor died) and a new proxy
+// for it with this link's settings.
+func (l *linkRun) restartSSHD(ctx context.Context) error {
+	dir, err := os.MkdirTemp(l.dir, "ssh-")
+	if err != nil {
+		return err
+	}
+	if l.sshPort, l.key, err = l.env.sshd(ctx, dir); err != nil {
+		return fmt.Errorf("restarting sshd: %v", err)
+	}
+	sp, err := wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", l.sshPort), l.sp.Config())
+	if err != nil {
+		return err
+	}
+	l.sp.Close()
+	l.sp = sp
+	return nil
+}
+
 // fuseOnce mounts for sys, runs job on subtree rel with the time cap capd,
 // and unmounts.
 func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, capd time.Duration) (*Result, error) {
@@ -141,27 +162,40 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 	res.Method = l.method(j, sys, rel)
 	var bytes func() int64
 	rts := func() int64 { return -1 }
+	var flush func(context.Context) error // wait for written-back data
 	switch sys {
 	case "zx":
-		z, err := l.env.mountZX(ctx, l.zp.Addr(), mnt, j.wb)
-		if errors.Is(err, errNoWriteback) {
-			res.Error = err.Error()
-			return res, nil
+		journal := ""
+		if j.wb {
+			var err error
+			if journal, err = os.MkdirTemp(l.dir, "journal-"); err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(journal)
 		}
+		z, err := l.env.mountZX(ctx, l.zp.Addr(), mnt, journal)
 		if err != nil {
 			// One measurement lost, not the run.
 			res.Error = "zx mount: " + err.Error()
 			return res, nil
 		}
 		defer z.unmount()
+		flush = z.fs.Sync
 		c := z.conn
 		rts = func() int64 { return c.Stats().RoundTrips }
 		bytes = func() int64 { return proxyBytes(l.zp) }
 	case "sshfs":
 		m, err := l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
 		if err != nil && ctx.Err() == nil {
-			// sshd now and then resets a connection under load: retry once.
-			l.cfg.logf("  sshfs mount failed (%v); retrying", err)
+			// Seen on the shared machine: our sshd gone mid-run. Start
+			// another behind a new proxy, and retry once.
+			l.cfg.logf("  sshfs mount failed (%v)", err)
+			if alive, log := l.env.sshdAlive(); !alive {
+				l.cfg.logf("  our sshd is gone (its log: %q); starting another", log)
+				if rerr := l.restartSSHD(ctx); rerr != nil {
+					return nil, rerr
+				}
+			}
 			m, err = l.env.sshfsMount(ctx, portOf(l.sp.Addr()), l.key, l.export, mnt)
 		}
 		if err != nil {
@@ -205,16 +239,17 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		res.Error = err.Error()
 	default:
 		res.Seconds = el.Seconds()
-		if j.wb {
-			// syncfs waits for everything written before it.
-			fl, capped, err := runCmd(ctx, capd, nil, "sync", "-f", mnt)
-			switch {
-			case capped:
-				res.Error = "sync -f after the command exceeded the cap"
-			case err != nil:
-				res.Error = "sync -f after the command: " + err.Error()
-			default:
-				res.FlushSeconds = fl.Seconds()
+		if j.wb && flush != nil {
+			// What the command wrote, on the server (mount.FS.Sync,
+			// what fsync and zx sync wait for).
+			fctx, cancel := context.WithTimeout(ctx, capd)
+			t0 := time.Now()
+			err := flush(fctx)
+			cancel()
+			if err != nil {
+				res.Error = "waiting for the written-back data: " + err.Error()
+			} else {
+				res.FlushSeconds = time.Since(t0).Seconds()
 			}
 		}
 		if j.check != nil && rel == "." && res.Error == "" {

@@ -42,8 +42,8 @@ type Result struct {
 	Projected     float64 `json:"projected_seconds,omitempty"`
 	ProjectedFrom string  `json:"projected_from,omitempty"`
 
-	// FlushSeconds, for write-back runs, is how long `sync -f` on the
-	// mount took after the timed command: the wait until everything the
+	// FlushSeconds, for write-back runs, is how long the mount's Sync
+	// took after the timed command: the wait until everything the
 	// command wrote was on the server (not part of Seconds).
 	FlushSeconds float64 `json:"flush_seconds,omitempty"`
 
