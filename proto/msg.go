@@ -92,6 +92,24 @@ func (e *encoder) dir(d zx.Dir) {
 	var as []attr // for larger entries
 	n := 0
 	size := uvarintLen(uint64(len(d)))
+	if len(d) == len(plainAttrs) {
+		// Most entries have exactly these: look them up in order
+		// rather than iterate and sort.
+		for _, k := range plainAttrs {
+			v, ok := d[k]
+			if !ok {
+				break
+			}
+			ab[n] = attr{k, v}
+			n++
+			size += uvarintLen(uint64(len(k))) + len(k) + uvarintLen(uint64(len(v))) + len(v)
+		}
+		if n == len(plainAttrs) {
+			as = ab[:n]
+			goto write
+		}
+		n, size = 0, uvarintLen(uint64(len(d)))
+	}
 	for k, v := range d {
 		if n < len(ab) {
 			ab[n] = attr{k, v}
@@ -112,6 +130,7 @@ func (e *encoder) dir(d zx.Dir) {
 		as = append(ab[:n:n], as...)
 		slices.SortFunc(as, func(a, b attr) int { return strings.Compare(a.k, b.k) })
 	}
+write:
 	// Append to a local slice: e may be on the heap as far as the
 	// compiler knows, and every store to e.b would be a write barrier.
 	b := slices.Grow(e.b, size)
@@ -126,6 +145,11 @@ func (e *encoder) dir(d zx.Dir) {
 }
 
 type attr struct{ k, v string }
+
+// plainAttrs are the attributes of a plain entry of a local tree (a
+// regular file or directory without user attributes), sorted.
+var plainAttrs = [...]string{zx.AAtime, zx.ACtime, zx.AGid, zx.AIno, zx.AMode, zx.AMtime,
+	zx.AName, zx.ANlink, zx.APath, zx.ASize, zx.AType, zx.AUid}
 
 // uvarintLen is the length of the encoding of v.
 func uvarintLen(v uint64) int {
@@ -239,11 +263,12 @@ func (d *decoder) dir() zx.Dir {
 	for off := 0; off < size; {
 		k, off = str(off)
 		v, off = str(off)
-		if _, dup := dir[k]; dup {
+		n := len(dir)
+		dir[k] = v
+		if len(dir) == n { // k was there already
 			d.fail("duplicate attribute " + k)
 			return nil
 		}
-		dir[k] = v
 	}
 	d.b = d.b[size:]
 	return dir

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"math"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -247,6 +249,51 @@ func TestDirEncodingSorted(t *testing.T) {
 	want := []byte{3, 1, 'a', 1, '1', 1, 'b', 1, '2', 1, 'c', 0}
 	if !bytes.Equal(b, want) {
 		t.Fatalf("AppendDir = % x, want % x", b, want)
+	}
+}
+
+// TestDirEncodingSortedShapes checks the order on the wire for entries of
+// every shape AppendDir treats differently: the twelve attributes of a
+// plain entry (looked up in order), twelve others, a plain entry with one
+// more, and more attributes than fit on the stack.
+func TestDirEncodingSortedShapes(t *testing.T) {
+	if !slices.IsSorted(plainAttrs[:]) {
+		t.Fatalf("plainAttrs not sorted: %v", plainAttrs)
+	}
+	plain := zx.Dir{}
+	for i, k := range plainAttrs {
+		plain[k] = strconv.Itoa(i)
+	}
+	twelve := zx.Dir{}
+	for i := range len(plainAttrs) {
+		twelve[fmt.Sprintf("k%02d", 11-i)] = "v"
+	}
+	more := plain.Clone()
+	more["color"] = "red"
+	many := zx.Dir{}
+	for i := range 100 {
+		many[fmt.Sprintf("a%03d", 99-i)] = strconv.Itoa(i)
+	}
+	for _, d := range []zx.Dir{plain, twelve, more, many} {
+		b := AppendDir(nil, d)
+		// The names, in wire order.
+		var names []string
+		r := b[1:]
+		for len(r) > 0 {
+			for range 2 {
+				n := int(r[0])
+				names = append(names, string(r[1:1+n]))
+				r = r[1+n:]
+			}
+			names = names[:len(names)-1]
+		}
+		if len(names) != len(d) || !slices.IsSorted(names) {
+			t.Fatalf("AppendDir of %d attributes: names on the wire %v", len(d), names)
+		}
+		got, err := ParseDir(b)
+		if err != nil || !reflect.DeepEqual(got, d) {
+			t.Fatalf("round trip of %v: %v %v", d, got, err)
+		}
 	}
 }
 
