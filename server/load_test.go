@@ -292,7 +292,9 @@ func TestLoad(t *testing.T) {
 	for _, k := range names {
 		s := stats[k]
 		slices.Sort(s.lat)
-		pct := func(p float64) time.Duration { return s.lat[min(len(s.lat)-1, int(p*float64(len(s.lat))))].Round(10 * time.Microsecond) }
+		pct := func(p float64) time.Duration {
+			return s.lat[min(len(s.lat)-1, int(p*float64(len(s.lat))))].Round(10 * time.Microsecond)
+		}
 		t.Logf("| %s | %d | %d | %v | %v | %v | %v |", k, len(s.lat), s.errs, pct(.5), pct(.9), pct(.99), s.lat[len(s.lat)-1].Round(10*time.Microsecond))
 	}
 	if mem.Peak() > loadMemory {
