@@ -984,18 +984,31 @@ func (c *Cache) begin(paths ...string) uint64 {
 // its paths meanwhile.
 func (c *Cache) end(s uint64, paths []string, apply func()) {
 	c.mu.Lock()
-	// A later local write on the same paths will install its own result:
-	// installing ours could go back in time.
-	later := false
+	// A later local write on the same paths installs (or installed) its
+	// own result: installing ours could go back in time. Paths no later
+	// write covers are dropped instead (the cache cannot tell what our
+	// result means for them).
+	later, covered := false, make(map[string]bool)
 	for i := len(c.recs) - 1; i >= 0 && c.recs[i].seq > s; i-- {
-		if c.recs[i].local && overlapsAny(c.recs[i].paths, paths) {
-			later = true
+		if c.recs[i].local {
+			for _, p := range paths {
+				for _, q := range c.recs[i].paths {
+					if zx.Overlaps(p, q) {
+						later = true
+					}
+					if p == q {
+						covered[p] = true
+					}
+				}
+			}
 		}
 	}
 	if later {
 		for _, p := range paths {
-			c.drop(p)
-			c.unlist(parent(p))
+			if !covered[p] {
+				c.drop(p)
+				c.unlist(parent(p))
+			}
 		}
 	} else {
 		apply()

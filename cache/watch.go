@@ -128,11 +128,13 @@ func sameEntry(a, b zx.Dir) bool {
 	return n == 0
 }
 
-// older reports whether entry a describes the file at a time before b
-// did: same file (ino), and an earlier ctime, which the server sets on
-// every change.
+// older reports whether entry a describes the path at a time before b
+// did: an earlier ctime, which the server sets on every change, from one
+// clock. The file need not be the same: a put that replaces a file makes
+// a new one (a new inode) with a later ctime, so the notice of the
+// create before it is older than the entry its reply installed.
 func older(a, b zx.Dir) bool {
-	if b == nil || a[zx.AIno] == "" || a[zx.AIno] != b[zx.AIno] || a.Type() != b.Type() {
+	if b == nil {
 		return false
 	}
 	ca, cb := a.Int(zx.ACtime), b.Int(zx.ACtime)

@@ -49,6 +49,7 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 		// files with writes not yet sent, and their sizes.
 		fmt.Sprintf("dirty %d", dirtyBytes),
 		fmt.Sprintf("writeback %d", dirty),
+		fmt.Sprintf("surprises %d", m.surprises.Load()),
 		"coherence "+mode,
 		fmt.Sprintf("timeout %s", m.opts.Timeout),
 		fmt.Sprintf("readonly %v", m.opts.ReadOnly),

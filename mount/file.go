@@ -288,11 +288,20 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 		return syscall.EINTR
 	}
 	defer h.mu.Unlock()
-	if !h.dirty {
-		return 0
-	}
 	m := h.n.m
 	p := h.n.path()
+	if !h.dirty {
+		if m.wb == nil && h.flags&fuse.O_ANYWRITE != 0 {
+			// Close-to-open: a file created without waiting exists on
+			// the server once close returns, even if nothing was written.
+			rctx, cancel := m.rctx(ctx)
+			defer cancel()
+			if err := m.waitPipelined(rctx, p); err != nil {
+				return errno(err)
+			}
+		}
+		return 0
+	}
 	if m.wb != nil {
 		return h.writeBack(p)
 	}
@@ -302,6 +311,7 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 	if h.rewrite {
 		data := h.content[:h.size]
 		last = <-m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.size)}, 0, bytes.NewReader(data))
+		m.wrote(last.Err)
 		if last.Err != nil {
 			return errno(last.Err)
 		}

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +48,10 @@ type Options struct {
 	// cached whole by a cache below); larger files are streamed. Default
 	// 64 MiB.
 	WholeFile int64
+
+	// NoPipeline: every change waits for the server's reply, even when
+	// the cache knows how it will turn out (see pipeline.go).
+	NoPipeline bool
 
 	// IDMap translates owners (nil: none; see ParseIDMap).
 	IDMap *IDMap
@@ -79,6 +84,12 @@ type FS struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	surprises atomic.Int64 // pipelined changes that failed on the server
+	writable  atomic.Int32 // 1: a change succeeded; -1: refused as read-only; 0: unknown
+	pmu       sync.Mutex
+	pseq      uint64
+	pops      map[uint64]*pipeOp // pipelined changes in flight
 
 	mu      sync.Mutex
 	inos    map[string]uint64
@@ -210,10 +221,13 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	return m, nil
 }
 
-// Sync waits until every write made through the mount before it is on
-// the server (with WriteBack; otherwise close already waited), bounded
-// by ctx.
+// Sync waits until every change made through the mount before it is on
+// the server: pipelined changes, and written-back data (with WriteBack;
+// otherwise close already waited), bounded by ctx.
 func (m *FS) Sync(ctx context.Context) error {
+	if err := m.waitPipelined(ctx, ""); err != nil {
+		return err
+	}
 	if m.wb == nil {
 		return nil
 	}
@@ -222,12 +236,9 @@ func (m *FS) Sync(ctx context.Context) error {
 
 // sync is Sync for a FUSE request, bounded by Options.Timeout.
 func (m *FS) sync(ctx context.Context) syscall.Errno {
-	if m.wb == nil {
-		return 0
-	}
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
-	if err := m.wb.Sync(rctx); err != nil {
+	if err := m.Sync(rctx); err != nil {
 		m.log.Warn("mount: sync", "err", err)
 		if zx.KindOf(err) == zx.ErrTimeout {
 			return syscall.ETIMEDOUT

@@ -268,11 +268,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if len(d) == 0 {
 		return n.Getattr(ctx, f, out)
 	}
-	rctx, cancel := n.m.rctx(ctx)
-	defer cancel()
-	nd, err := zx.Wstat(rctx, n.m.t, n.path(), d)
-	if err != nil {
-		return errno(err)
+	nd, ok := n.wstatAhead(ctx, n.path(), d)
+	if !ok {
+		rctx, cancel := n.m.rctx(ctx)
+		defer cancel()
+		var err error
+		nd, err = zx.Wstat(rctx, n.m.t, n.path(), d)
+		n.m.wrote(err)
+		if err != nil {
+			return errno(err)
+		}
 	}
 	n.setDir(nd)
 	n.m.fill(nd, n.StableAttr().Ino, &out.Attr)
@@ -313,9 +318,13 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
 		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
 	}
+	if nd, ok := n.createAhead(ctx, p, d); ok {
+		return n.newChild(ctx, nd, p, out), nd, 0
+	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
 	r := <-n.m.t.Put(rctx, p, d, 0, nil)
+	n.m.wrote(r.Err)
 	if r.Err != nil {
 		return nil, nil, errno(r.Err)
 	}
@@ -419,6 +428,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 		return e
 	}
 	p := join(n.path(), name)
+	if e, ok := n.removeAhead(ctx, p, dir); ok {
+		return e
+	}
 	d, err := n.m.stat(ctx, p)
 	if err != nil {
 		return errno(err)
@@ -431,7 +443,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
-	return errno(<-n.m.t.Remove(rctx, p))
+	err = <-n.m.t.Remove(rctx, p)
+	n.m.wrote(err)
+	return errno(err)
 }
 
 // Unlink implements fs.NodeUnlinker.
@@ -461,6 +475,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	from := join(n.path(), name)
 	to := join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
+	if e, ok := n.moveAhead(ctx, from, to, flags&noReplace != 0); ok {
+		return e
+	}
 	if flags&noReplace != 0 {
 		_, err := n.m.stat(ctx, to)
 		if err == nil {
@@ -472,7 +489,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
-	return errno(<-n.m.t.Move(rctx, from, to))
+	err := <-n.m.t.Move(rctx, from, to)
+	n.m.wrote(err)
+	return errno(err)
 }
 
 // Statfs implements fs.NodeStatfser with the tree's numbers (zx.StatFSer),

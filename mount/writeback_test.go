@@ -134,6 +134,10 @@ func TestWriteBack(t *testing.T) {
 	must(t, err)
 	_, err = f.Write([]byte("written back"))
 	must(t, err)
+	must(t, e.m.Sync(context.Background())) // the create (pipelined) is on the server
+	if got := e.server(t, "a"); got != "" {
+		t.Fatalf("after the create the server has %q", got)
+	}
 	e.proxy.Stall(2 * time.Second)
 	must(t, f.Close())
 	if got := e.server(t, "a"); got != "" {
@@ -269,18 +273,22 @@ func readServer(t *testing.T, dir, name string) string {
 // TestStalledServer: with the server unreachable (a stalled link), calls
 // fail within the mount's timeout instead of hanging, and unmounting works.
 func TestStalledServer(t *testing.T) {
-	e := wbMount(t, wbSetup{opts: mount.Options{Timeout: time.Second}})
+	e := wbMount(t, wbSetup{copts: cache.Options{NoPrefetch: true}, opts: mount.Options{Timeout: time.Second}})
+	must(t, os.Mkdir(e.p("d"), 0o755))
 	must(t, os.WriteFile(e.p("f"), []byte("x"), 0o644))
 	e.proxy.Stall(time.Minute)
 	done := make(chan error, 1)
-	go func() { done <- os.Mkdir(e.p("d"), 0o755) }()
+	go func() {
+		_, err := os.Stat(e.p("d/never-seen")) // not cached: asks the server
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if !errors.Is(err, syscall.ETIMEDOUT) && !errors.Is(err, syscall.EIO) {
-			t.Fatalf("mkdir with the server stalled: %v, want ETIMEDOUT or EIO", err)
+			t.Fatalf("stat with the server stalled: %v, want ETIMEDOUT or EIO", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("mkdir with the server stalled did not return within 10s (timeout 1s)")
+		t.Fatal("stat with the server stalled did not return within 10s (timeout 1s)")
 	}
 	// Cached data is still served.
 	if got := readFile(t, e.p("f")); got != "x" {

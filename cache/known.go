@@ -1,0 +1,78 @@
+package cache
+
+import (
+	"path"
+
+	"github.com/zxfs/zx"
+)
+
+// Known answers from the cache alone, never asking the remote, what the
+// cache knows for certain of p: its entry (nil: p does not exist) and
+// true; or false when the cache does not know, or a local write
+// overlapping p is in flight (its outcome is not known yet). The mount
+// uses it to decide which changes it may pipeline without waiting for
+// their replies (see docs/cache.md, "Pipelined metadata writes").
+func (c *Cache) Known(p string) (zx.Dir, bool) {
+	p, err := zx.CleanPath(p)
+	if err != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pendingOverlap(p) {
+		return nil, false
+	}
+	if e := c.ents[p]; c.validEntry(e) {
+		if e.d == nil {
+			return nil, true
+		}
+		return e.d.Clone(), true
+	}
+	if pe, ok := c.listed(parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
+		return nil, true
+	}
+	return nil, false
+}
+
+// KnownEmpty reports whether the cache knows for certain that the
+// directory p is empty.
+func (c *Cache) KnownEmpty(p string) bool {
+	p, err := zx.CleanPath(p)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pendingOverlap(p) {
+		return false
+	}
+	e, ok := c.listed(p)
+	return ok && c.validEntry(e) && len(e.kids) == 0
+}
+
+// KnownDir returns the entry of directory p for its permissions (mode,
+// owner), which changes made below it do not alter: it answers while
+// such changes are in flight, or have made its other attributes (mtime,
+// size, link count) stale, as long as no change to p itself or above it
+// is in flight.
+func (c *Cache) KnownDir(p string) (zx.Dir, bool) {
+	p, err := zx.CleanPath(p)
+	if err != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q := p; ; q = parent(q) {
+		if c.pend[q] > 0 {
+			return nil, false
+		}
+		if q == "/" {
+			break
+		}
+	}
+	e := c.ents[p]
+	if e == nil || e.d == nil || !e.d.IsDir() || !c.valid(e.at, e.watched) {
+		return nil, false
+	}
+	return e.d.Clone(), true
+}

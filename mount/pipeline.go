@@ -1,0 +1,343 @@
+package mount
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+)
+
+// Pipelined metadata writes. Requests on a connection are applied in the
+// order they are issued, so a change need not wait for its reply when the
+// cache knows how it will turn out: removing an entry it knows exists,
+// creating or renaming to a name it knows is free, in a directory the
+// caller may write; chmod and utimens of a file it knows. Such a change
+// is issued, answered at once from what the cache knows, and its reply
+// awaited in the background. The rare surprise (another client got there
+// first, a restriction the cache could not see) is logged, counted
+// (Surprises, and "surprises" in /Ctl), and corrects the cache (the
+// cache drops what the failed request touched) and the kernel (its
+// entries and attributes for the paths are invalidated).
+
+// knower is implemented by cache.Cache.
+type knower interface {
+	Known(p string) (zx.Dir, bool)
+	KnownEmpty(p string) bool
+	KnownDir(p string) (zx.Dir, bool)
+}
+
+// known returns what the tree's cache knows of p without asking: the
+// entry (nil: known not to exist) and whether it knows.
+func (m *FS) known(p string) (zx.Dir, bool) {
+	if m.opts.NoPipeline {
+		return nil, false
+	}
+	k, ok := m.t.(knower)
+	if !ok {
+		return nil, false
+	}
+	return k.Known(p)
+}
+
+// knownDir returns the entry of directory p for its permissions.
+func (m *FS) knownDir(p string) (zx.Dir, bool) {
+	k, ok := m.t.(knower)
+	if !ok || m.opts.NoPipeline {
+		return nil, false
+	}
+	return k.KnownDir(p)
+}
+
+func (m *FS) knownEmpty(p string) bool {
+	k, ok := m.t.(knower)
+	return ok && !m.opts.NoPipeline && k.KnownEmpty(p)
+}
+
+// wrote notes the outcome of a change the mount waited for: the first
+// success shows the tree takes changes from us (a read-only key, or a
+// read-only export, would refuse them); until then nothing is pipelined.
+func (m *FS) wrote(err error) {
+	switch {
+	case err == nil:
+		m.writable.CompareAndSwap(0, 1)
+	case zx.KindOf(err) == zx.ErrReadOnly:
+		m.writable.Store(-1)
+	}
+}
+
+// mayChange reports whether the caller may certainly add or remove names
+// in the directory whose entry is dir (for a removal, of the entry
+// victim): the caller owns it and it is owner-writable, or it is
+// writable by all and not sticky. Anything less certain is not pipelined.
+func (m *FS) mayChange(ctx context.Context, dir, victim zx.Dir) bool {
+	if dir == nil || !dir.IsDir() || m.writable.Load() != 1 {
+		return false
+	}
+	c, ok := ctx.(*fuse.Context)
+	if !ok {
+		return false
+	}
+	uid := c.Caller.Owner.Uid
+	mode := dir.Mode()
+	owner := uint32(dir.Int(zx.AUid))
+	owner = m.opts.IDMap.LocalUID(owner)
+	sticky := mode&01000 != 0
+	if sticky && victim != nil && m.opts.IDMap.LocalUID(uint32(victim.Int(zx.AUid))) != uid && owner != uid {
+		return false
+	}
+	switch {
+	case owner == uid && mode&0o200 != 0:
+		return true
+	case mode&0o002 != 0 && !sticky:
+		return true
+	}
+	return false
+}
+
+// bg returns a context for a request whose reply is awaited in the
+// background, bounded by the timeout, and registers the request as in
+// flight on paths until done is called.
+func (m *FS) bg(paths ...string) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithTimeout(m.ctx, m.opts.Timeout)
+	ch := make(chan struct{})
+	m.pmu.Lock()
+	m.pseq++
+	seq := m.pseq
+	if m.pops == nil {
+		m.pops = make(map[uint64]*pipeOp)
+	}
+	m.pops[seq] = &pipeOp{paths: paths, done: ch}
+	m.pmu.Unlock()
+	return ctx, func() {
+		cancel()
+		m.pmu.Lock()
+		delete(m.pops, seq)
+		m.pmu.Unlock()
+		close(ch)
+	}
+}
+
+// pipeOp is a pipelined change in flight.
+type pipeOp struct {
+	paths []string
+	done  chan struct{}
+}
+
+// waitPipelined waits for the pipelined changes issued so far that touch
+// p (all of them if p is ""), bounded by ctx.
+func (m *FS) waitPipelined(ctx context.Context, p string) error {
+	m.pmu.Lock()
+	var chs []chan struct{}
+	for _, op := range m.pops {
+		for _, q := range op.paths {
+			if p == "" || zx.Overlaps(p, q) {
+				chs = append(chs, op.done)
+				break
+			}
+		}
+	}
+	m.pmu.Unlock()
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return zx.E(zx.ErrTimeout, "sync", p, "changes still in flight")
+		}
+	}
+	return nil
+}
+
+// surprise notes that a pipelined change failed.
+func (m *FS) surprise(op, p string, err error, paths ...string) {
+	m.surprises.Add(1)
+	m.wrote(err)
+	m.log.Warn("mount: a change answered without waiting failed on the server", "op", op, "path", p, "err", err)
+	for _, q := range append([]string{p}, paths...) {
+		m.invalidate(q, cache.InvalEntry|cache.InvalAttr)
+		if q != "/" {
+			dir, _ := splitPath(q)
+			m.invalidate(dir, cache.InvalAttr)
+		}
+	}
+}
+
+// Surprises returns how many pipelined changes failed on the server.
+func (m *FS) Surprises() int64 { return m.surprises.Load() }
+
+// awaitErr waits for the reply of a pipelined change in the background.
+func (m *FS) awaitErr(op, p string, ec <-chan error, done func(), paths ...string) {
+	go func() {
+		defer done()
+		if err := <-ec; err != nil {
+			m.surprise(op, p, err, paths...)
+		}
+	}()
+}
+
+// removeAhead removes the entry d at p, in n, without waiting, if the
+// cache knows enough. It reports whether it did.
+func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Errno, bool) {
+	m := n.m
+	d, ok := m.known(p)
+	if !ok {
+		return 0, false
+	}
+	switch {
+	case d == nil:
+		return syscall.ENOENT, true
+	case dir && !d.IsDir():
+		return syscall.ENOTDIR, true
+	case !dir && d.IsDir():
+		return syscall.EISDIR, true
+	case dir && !m.knownEmpty(p):
+		return 0, false
+	case d.Int(zx.ANlink) > 1 && !dir:
+		return 0, false
+	}
+	pd, ok := m.knownDir(n.path())
+	if !ok || !m.mayChange(ctx, pd, d) {
+		return 0, false
+	}
+	bctx, done := m.bg(p)
+	m.awaitErr("remove", p, m.t.Remove(bctx, p), done)
+	return 0, true
+}
+
+// createAhead creates the entry d (with a type) at p, in n, without
+// waiting, if the cache knows the name is free. It returns the entry the
+// new file will have, as far as the mount can tell.
+func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool) {
+	m := n.m
+	if d.Type() == zx.TypeLink || d[zx.ARdev] != "" {
+		return nil, false
+	}
+	cur, ok := m.known(p)
+	if !ok || cur != nil {
+		return nil, false
+	}
+	pd, ok := m.knownDir(n.path())
+	if !ok || !m.mayChange(ctx, pd, nil) {
+		return nil, false
+	}
+	c := ctx.(*fuse.Context)
+	nd := d.Clone()
+	delete(nd, zx.AExcl)
+	now := time.Now()
+	_, name := splitPath(p)
+	nd[zx.AName], nd[zx.APath] = name, p
+	if nd[zx.AUid] == "" {
+		nd.SetInt(zx.AUid, int64(m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
+		nd.SetInt(zx.AGid, int64(m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
+	}
+	if nd[zx.ASize] == "" {
+		nd.SetInt(zx.ASize, 0)
+	}
+	if nd.IsDir() {
+		nd.SetInt(zx.ANlink, 2)
+	} else {
+		nd.SetInt(zx.ANlink, 1)
+	}
+	nd.SetTime(zx.AMtime, now)
+	nd.SetTime(zx.AAtime, now)
+	nd.SetTime(zx.ACtime, now)
+	bctx, done := m.bg(p)
+	rc := m.t.Put(bctx, p, d, 0, nil)
+	go func() {
+		defer done()
+		r := <-rc
+		if r.Err != nil {
+			m.surprise("create", p, r.Err)
+			return
+		}
+		// The file has the server's inode number from now on: keep the
+		// local one the kernel was given; and the kernel gets the
+		// server's attributes (owner, times) in place of our guess.
+		m.aliasIno(r.Dir, p)
+		m.invalidate(p, cache.InvalAttr)
+	}()
+	return nd, true
+}
+
+// moveAhead renames from to to without waiting, if the cache knows both
+// how it will turn out.
+func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (syscall.Errno, bool) {
+	m := n.m
+	fd, ok := m.known(from)
+	if !ok || fd == nil || fd.IsDir() || fd.Int(zx.ANlink) > 1 {
+		return 0, false
+	}
+	td, ok := m.known(to)
+	if !ok || td != nil && (noReplace || td.IsDir() || td.Int(zx.ANlink) > 1) {
+		return 0, false
+	}
+	fdir, tdir := parentOf(from), parentOf(to)
+	fpd, ok1 := m.knownDir(fdir)
+	tpd, ok2 := m.knownDir(tdir)
+	if !ok1 || !ok2 || !m.mayChange(ctx, fpd, fd) || !m.mayChange(ctx, tpd, td) {
+		return 0, false
+	}
+	bctx, done := m.bg(from, to)
+	m.awaitErr("move", from, m.t.Move(bctx, from, to), done, to)
+	return 0, true
+}
+
+// wstatAhead applies mode and times (only) to the file at p without
+// waiting, if the cache knows its entry and the caller owns it. It
+// returns the entry the file will have.
+func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool) {
+	m := n.m
+	for k := range d {
+		if k != zx.AMode && k != zx.AMtime && k != zx.AAtime {
+			return nil, false
+		}
+	}
+	cur, ok := m.known(p)
+	if !ok || cur == nil || cur.Int(zx.ANlink) > 1 || m.writable.Load() != 1 {
+		return nil, false
+	}
+	c, ok := ctx.(*fuse.Context)
+	if !ok || m.opts.IDMap.LocalUID(uint32(cur.Int(zx.AUid))) != c.Caller.Owner.Uid {
+		return nil, false
+	}
+	nd := cur.Clone()
+	for k, v := range d {
+		nd[k] = v
+	}
+	nd.SetTime(zx.ACtime, time.Now())
+	bctx, done := m.bg(p)
+	rc := m.t.Wstat(bctx, p, d)
+	go func() {
+		defer done()
+		if r := <-rc; r.Err != nil {
+			m.surprise("wstat", p, r.Err)
+		} else {
+			m.invalidate(p, cache.InvalAttr)
+		}
+	}()
+	return nd, true
+}
+
+func parentOf(p string) string {
+	dir, _ := splitPath(p)
+	return dir
+}
+
+// aliasIno makes the server's inode number of d, created at p, map to
+// the local number p was given before the server's was known.
+func (m *FS) aliasIno(d zx.Dir, p string) {
+	si := d[zx.AIno]
+	if si == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n, ok := m.inos["p:"+p]; ok {
+		if _, has := m.inos[d.Type()+si]; !has {
+			m.inos[d.Type()+si] = n
+		}
+	}
+}
