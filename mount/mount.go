@@ -349,6 +349,11 @@ func (m *FS) ino(d zx.Dir, p string) uint64 {
 
 // rctx bounds a request's wait for the network.
 func (m *FS) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c, ok := ctx.(*fuse.Context); ok {
+		// Requests say which local user they are for: a server
+		// honours it for a key trusted to speak for several users.
+		ctx = zx.WithCaller(ctx, zx.Caller{Uid: int(c.Caller.Owner.Uid), Gid: int(c.Caller.Owner.Gid)})
+	}
 	return context.WithTimeout(ctx, m.opts.Timeout)
 }
 

@@ -362,3 +362,73 @@ func TestTLSMount(t *testing.T) {
 	runZX(t, "", "umount", rw).want(t, 0, "umount")
 	runZX(t, "", "umount", ro).want(t, 0, "umount")
 }
+
+// A shared mount with a multi-user key: what each local user creates
+// belongs on the server to the user its uid maps to, and root is squashed.
+func TestMultiUserMount(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("SKIPPING the multi-user mount test: no /dev/fuse (run as root on a machine with FUSE)")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("SKIPPING the multi-user mount test: no fusermount3 (apt-get install fuse3)")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("SKIPPING the multi-user mount test: acting as other users needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	key, pub := keygen(t)
+	state := filepath.Join(t.TempDir(), "state")
+	id, err := auth.LoadServerIdentity(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte(pub+" user=ws tree=main:rw multiuser uidmap=1000:3000 gidmap=1000:3000\n"))
+	addr := serve(t, dir, "--tls", "--state", state, "--authorized", authz)
+	mnt := t.TempDir()
+	// Let the other user reach the mount point.
+	for p := mnt; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	t.Cleanup(func() { exec.Command("fusermount3", "-u", "-z", mnt).Run() })
+	runZX(t, "", "mount", "-o", "allow_other", "--tls", "--identity", key, "--known-hosts", filepath.Join(t.TempDir(), "kh"),
+		"--trust", id.Fingerprint, "zx://"+addr+"/", mnt).want(t, 0, "multi-user mount")
+
+	as := func(uid uint32, name string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", "echo hi > "+filepath.Join(mnt, name))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("uid %d writing %s through the mount: %v %s", uid, name, err, out)
+		}
+	}
+	owner := func(p string) (uint32, uint32) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return st.Uid, st.Gid
+	}
+	as(1000, "mapped")
+	as(1234, "unmapped")
+	as(0, "root")
+	for _, tc := range []struct {
+		name       string
+		uid, gid   uint32 // on the server
+		muid, mgid uint32 // through the mount
+	}{
+		{"mapped", 3000, 3000, 1000, 1000},
+		{"unmapped", 1234, 1234, 1234, 1234},
+		{"root", 65534, 65534, 65534, 65534},
+	} {
+		if u, g := owner(filepath.Join(dir, tc.name)); u != tc.uid || g != tc.gid {
+			t.Errorf("%s is owned by %d:%d on the server, want %d:%d", tc.name, u, g, tc.uid, tc.gid)
+		}
+		if u, g := owner(filepath.Join(mnt, tc.name)); u != tc.muid || g != tc.mgid {
+			t.Errorf("%s shows as %d:%d through the mount, want %d:%d", tc.name, u, g, tc.muid, tc.mgid)
+		}
+	}
+	runZX(t, "", "umount", mnt).want(t, 0, "umount")
+}
