@@ -847,8 +847,10 @@ func (c *Conn) handleWindow(id uint32, inc int64) {
 	} else if s := c.streams[id]; s != nil {
 		s.sendCredit += inc
 	}
-	close(c.creditWake)
-	c.creditWake = make(chan struct{})
+	if c.err == nil { // fail closed it for good
+		close(c.creditWake)
+		c.creditWake = make(chan struct{})
+	}
 	c.mu.Unlock()
 }
 
