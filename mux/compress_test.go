@@ -191,9 +191,12 @@ func TestCompressPeerWithout(t *testing.T) {
 	}
 }
 
-// Over a slow link, the default (automatic) compresses text, and uploads
-// as well as downloads. (The first tens of milliseconds of each transfer
-// go raw, until the policy has measured the link.)
+// Over a slow link, the default (automatic) policy engages by itself, for
+// uploads as well as downloads. How much it compresses depends on timing
+// (the first tens of milliseconds of each transfer go raw while the link
+// is measured, and a CPU-starved sender backs off), so this asserts only
+// that it engaged; TestWorth checks the decisions, and
+// docs/bench/compression.md the gains.
 func TestCompressAutoSlowLink(t *testing.T) {
 	data := textData(3<<20, 6)
 	cli, srv := pairWith(t, Config{}, Config{}, &wan.Config{RTT: 10 * time.Millisecond, Rate: 10e6 / 8}, func(st *Stream) {
@@ -228,8 +231,9 @@ func TestCompressAutoSlowLink(t *testing.T) {
 	}
 	cs, ss := cli.Stats(), srv.Stats()
 	t.Logf("at 10 Mbit/s, compression saved %d bytes up and %d down of %d", cs.SavedOut, ss.SavedOut, len(data))
-	if cs.SavedOut < int64(len(data))*4/10 || ss.SavedOut < int64(len(data))*4/10 {
-		t.Errorf("at 10 Mbit/s, compression saved %d bytes up and %d down of %d", cs.SavedOut, ss.SavedOut, len(data))
+	if cs.SavedOut == 0 || ss.SavedOut == 0 || cs.SavedOut != ss.SavedIn || ss.SavedOut != cs.SavedIn {
+		t.Errorf("compression did not engage both ways, or the two sides count differently: saved up %d/%d, down %d/%d",
+			cs.SavedOut, ss.SavedIn, ss.SavedOut, cs.SavedIn)
 	}
 }
 
@@ -280,6 +284,36 @@ func TestCompressHostile(t *testing.T) {
 				t.Fatal("server kept the connection")
 			}
 		})
+	}
+}
+
+func TestWorth(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name           string
+		mode           Compression
+		peer           bool
+		n              int
+		measured       bool
+		rate, spare    float64
+		minRTT, recent time.Duration
+		want           bool
+	}{
+		{"slow link with a queue", CompressAuto, true, 64 << 10, true, 1.2e6, 0.9, 20 * ms, 200 * ms, true},
+		{"peer without zstd", CompressAuto, false, 64 << 10, true, 1.2e6, 0.9, 20 * ms, 200 * ms, false},
+		{"off", CompressOff, true, 64 << 10, true, 1.2e6, 0.9, 20 * ms, 200 * ms, false},
+		{"small frame", CompressAuto, true, 500, true, 1.2e6, 0.9, 20 * ms, 200 * ms, false},
+		{"not measured yet", CompressAuto, true, 64 << 10, false, 0, 0, 20 * ms, 200 * ms, false},
+		{"loopback", CompressAuto, true, 64 << 10, true, 1.2e6, 0.9, ms / 10, 200 * ms, false},
+		{"no queue: windows limit a long fat pipe", CompressAuto, true, 64 << 10, true, 12e6, 0.9, 20 * ms, 25 * ms, false},
+		{"fast link", CompressAuto, true, 64 << 10, true, 60e6, 0.9, 20 * ms, 200 * ms, false},
+		{"sender busy: no time to spare", CompressAuto, true, 64 << 10, true, 12e6, 0.05, 20 * ms, 200 * ms, false},
+		{"always, even on loopback", CompressAlways, true, 64 << 10, false, 0, 0, ms / 10, ms / 10, true},
+	} {
+		z := compressor{mode: tc.mode, peerOK: tc.peer, measured: tc.measured, rate: tc.rate, spare: tc.spare, speed: 200e6}
+		if got := z.worth(tc.n, tc.minRTT, tc.recent); got != tc.want {
+			t.Errorf("%s: worth = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
