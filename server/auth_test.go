@@ -657,3 +657,78 @@ func TestShutdownDuringHandshake(t *testing.T) {
 		t.Fatal("Close waited for a silent client's handshake")
 	}
 }
+
+// Handshakes under way are bounded: connections that never finish one
+// cannot pile up beyond MaxConns, and once they are gone others are served.
+func TestHandshakeFlood(t *testing.T) {
+	alice := newKey(t)
+	authz := filepath.Join(t.TempDir(), "authorized")
+	os.WriteFile(authz, []byte(grantLine(alice, "user=alice tree=*:rw")), 0o600)
+	az, err := auth.LoadAuthorized(authz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := auth.LoadServerIdentity(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(map[string]zx.Tree{"main": mustLFS(t)}, "main",
+		server.Config{TLS: auth.ServerConfig(id), Authorized: az, MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	addr := l.Addr().String()
+	// Three silent connections fill the handshake slots; a fourth is
+	// dropped at once (the server closes it: a read sees EOF).
+	var silent []net.Conn
+	for range 3 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		silent = append(silent, nc)
+	}
+	// The server takes connections in order, so once the fourth is
+	// dropped the three before it hold their slots.
+	var dropped bool
+	for range 20 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = nc.Read(make([]byte, 1))
+		nc.Close()
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			dropped = true
+			break
+		}
+	}
+	if !dropped {
+		t.Fatal("a connection beyond the handshake limit was not dropped")
+	}
+	for _, nc := range silent {
+		nc.Close()
+	}
+	// The slots free up: a real client is served again.
+	var lastErr error
+	for range 100 {
+		time.Sleep(20 * time.Millisecond) // until the server sees them gone
+		c, err := dialWith(addr, auth.ClientOptions{Key: alice, KnownHosts: &auth.KnownHosts{Path: filepath.Join(t.TempDir(), "kh")}, Trust: id.Fingerprint})
+		if err == nil {
+			_, err = zx.Stat(context.Background(), c.Tree(""), "/")
+			c.Close()
+		}
+		if lastErr = err; err == nil {
+			return
+		}
+	}
+	t.Fatalf("no client served after the silent ones left: %v", lastErr)
+}

@@ -25,6 +25,15 @@ func (s *Server) handshake(nc net.Conn) (net.Conn, *auth.Grant, bool) {
 		nc.Close()
 		return nil, nil, false
 	}
+	if len(s.pending) >= s.cfg.MaxConns {
+		// A flood of handshakes: each costs a goroutine and a key
+		// exchange, so at most MaxConns are under way; the rest are
+		// dropped before any work.
+		s.mu.Unlock()
+		s.log.Warn("connection dropped: too many TLS handshakes under way", "remote", nc.RemoteAddr(), "limit", s.cfg.MaxConns)
+		nc.Close()
+		return nil, nil, false
+	}
 	if s.pending == nil {
 		s.pending = make(map[net.Conn]struct{})
 	}
