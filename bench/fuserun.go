@@ -482,8 +482,12 @@ func (l *linkRun) projectSubtree(ctx context.Context, res *Result, j *fuseJob, s
 	if sr.RoundTrips >= 0 {
 		rts = fmt.Sprintf(", %d round trips", sr.RoundTrips)
 	}
-	return fmt.Sprintf("projected from %s (%d files, %d dirs): %s(%.2f s there%s − that) × %d/%d %s",
-		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, fixedNote, sr.Seconds, rts, total, u, j.unit), nil
+	there := fmt.Sprintf("%.2f s there%s", sr.Seconds, rts)
+	if fixedNote != "" {
+		there = fixedNote + "(" + there + " − that)"
+	}
+	return fmt.Sprintf("projected from %s (%d files, %d dirs): %s × %d/%d %s",
+		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, there, total, u, j.unit), nil
 }
 
 // projectProgress sets res's projection from how far a run capped at capd
