@@ -554,6 +554,7 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		return nil, err
 	}
 	r.rep.Facts = facts(cfg.NoSSHFS)
+	r.rep.Facts["load average at start (1, 5, 15 min)"] = loadavg()
 	if !cfg.NoSSHFS {
 		cfg.logf("starting sshd")
 		if r.sshPort, r.key, err = e.sshd(ctx, filepath.Join(r.dir, "ssh")); err != nil {
@@ -583,6 +584,7 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	r.rep.Targets = r.rep.fuseTargets()
+	r.rep.Facts["load average at end (1, 5, 15 min)"] = loadavg()
 	r.rep.Elapsed = time.Since(start).Seconds()
 	if cfg.OutDir != "" {
 		if err := r.rep.write(cfg.OutDir); err != nil {
@@ -617,4 +619,18 @@ func checkFUSE() error {
 // writebackMode says how write-back workloads are run.
 func writebackMode() string {
 	return "`rm-wb` and `tar-wb` mount with `mount.Options{WriteBack: true}` over `cache.Open` with a journal in a fresh directory on local disk (what `zx mount --writeback` does): close() does not wait for the server; after the timed command the benchmark waits for `FS.Sync` (what fsync and `zx sync` wait for) and reports that wait separately"
+}
+
+// loadavg returns the system's load averages, which say how busy the
+// machine was around a run.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }
