@@ -49,6 +49,9 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 				}
 				up = true
 				backoff = 100 * time.Millisecond
+				if readyOnce && c.wb != nil {
+					go c.wb.Retry() // the server is back
+				}
 				c.mu.Lock()
 				c.watching = true
 				c.epoch++
@@ -146,6 +149,11 @@ func older(a, b zx.Dir) bool {
 func (c *Cache) apply(ev zx.Event) []inval {
 	p := ev.Dir.Path()
 	if ev.Kind == zx.Overflow {
+		// Also what a re-established connection says: notices may have
+		// been missed, and written-back data may be waiting to be sent.
+		if c.wb != nil {
+			go c.wb.Retry()
+		}
 		c.record(zx.Overflow, false, "/")
 		c.dropAll()
 		c.stats.Invalidations++

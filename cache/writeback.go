@@ -38,6 +38,7 @@ type WriteBack struct {
 	recs     map[uint64]*wbRec // not yet acknowledged, by seq
 	paths    map[string]*wbPath
 	errs     []error // refusals not yet reported by Sync
+	nstuck   int     // records in recs that are stuck
 	leftover []*record
 	stats    WriteBackStats
 }
@@ -182,6 +183,9 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	if err := w.j.write(r, data); err != nil {
 		return err
 	}
+	// Records that failed for want of the server go first: this one
+	// must not overtake them.
+	w.Retry()
 	wr := &wbRec{r: r, size: size, done: make(chan struct{})}
 	w.mu.Lock()
 	w.add(wr)
@@ -202,6 +206,9 @@ func (w *WriteBack) issue(wr *wbRec) {
 		return
 	}
 	w.mu.Lock()
+	if wr.stuck {
+		w.nstuck--
+	}
 	wr.active, wr.stuck = true, false
 	wr.settled = make(chan struct{})
 	w.mu.Unlock()
@@ -234,6 +241,28 @@ func (w *WriteBack) issue(wr *wbRec) {
 	}()
 }
 
+// Retry sends again, in order, the records that failed for want of the
+// server. The cache calls it when its watch comes back (the connection
+// was re-established); Sync calls it too.
+func (w *WriteBack) Retry() {
+	w.mu.Lock()
+	if w.nstuck == 0 {
+		w.mu.Unlock()
+		return
+	}
+	var again []*wbRec
+	for _, wr := range w.recs {
+		if wr.stuck && !wr.active {
+			again = append(again, wr)
+		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(again, func(a, b *wbRec) int { return compareSeq(a.r.Seq, b.r.Seq) })
+	for _, wr := range again {
+		w.issue(wr)
+	}
+}
+
 // transient reports whether err means the server was not reached (the
 // record may be sent again), rather than that it refused the write.
 func transient(err error) bool {
@@ -250,11 +279,14 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 	defer w.mu.Unlock()
 	wr.active = false
 	defer close(wr.settled)
+	if wr.stuck {
+		w.nstuck--
+		wr.stuck = false
+	}
 	if err != nil && transient(err) {
-		if !wr.stuck {
-			w.log.Warn("cache: write-back waits for the server", "path", wr.r.Path, "err", err)
-		}
+		w.log.Warn("cache: write-back waits for the server", "path", wr.r.Path, "err", err)
 		wr.stuck = true
+		w.nstuck++
 		return
 	}
 	if err != nil {
@@ -294,16 +326,8 @@ func (w *WriteBack) Sync(ctx context.Context) error {
 		ws = append(ws, wr)
 	}
 	slices.SortFunc(ws, func(a, b *wbRec) int { return compareSeq(a.r.Seq, b.r.Seq) })
-	var again []*wbRec
-	for _, wr := range ws {
-		if wr.stuck && !wr.active {
-			again = append(again, wr)
-		}
-	}
 	w.mu.Unlock()
-	for _, wr := range again {
-		w.issue(wr)
-	}
+	w.Retry()
 	w.mu.Lock()
 	var attempts []chan struct{}
 	for _, wr := range ws {

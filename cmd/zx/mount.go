@@ -305,6 +305,11 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	if err != nil {
 		return fail(err)
 	}
+	// A lost connection is dialled again with backoff; a request waits
+	// for it at most the timeout. The cache's watch comes back with an
+	// Overflow, so everything cached is revalidated.
+	copts2.Reconnect = true
+	copts2.ReconnectWait = o.timeout
 	dctx, cancel := context.WithTimeout(ctx, o.timeout)
 	copts2.Mux.Compression = o.compress.mode
 	conn, err := dial(dctx, loc, o.ssh, copts2)
@@ -368,9 +373,8 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 		}
 		<-done
 	case <-conn.Done():
-		// The connection is gone: calls fail with EIO until unmounted.
-		// (Reconnecting is the client's job; see docs/cache.md.)
-		log.Warn("connection lost", "err", conn.Err())
+		// Closed (with Reconnect, a lost link does not end it).
+		log.Warn("connection closed", "err", conn.Err())
 		<-done
 	}
 	if wb != nil {
