@@ -47,7 +47,7 @@ import (
 // maxTries bounds how many times one request is carried over a lost
 // connection: a request that kills the server every time is not retried
 // for ever.
-const maxTries = 8
+const maxTries = 16
 
 // pending is a request in flight on a reconnecting connection.
 type pending struct {
@@ -283,8 +283,11 @@ func (c *Conn) resume(ctx context.Context, p *pending, err error) (*mux.Stream, 
 	p.mu.Lock()
 	mc := p.mc
 	p.mu.Unlock()
-	if mc.Err() == nil || p.tries >= maxTries {
+	if mc.Err() == nil {
 		return nil, err
+	}
+	if p.tries >= maxTries {
+		return nil, zx.E(zx.ErrIO, proto.OpName(p.op), p.path, fmt.Sprintf("connection lost %d times during the request; giving up (last: %v)", p.tries+1, err))
 	}
 	p.tries++
 	c.mu.Lock()
