@@ -145,7 +145,7 @@ func TestFaults(t *testing.T) {
 	tr := c.Tree("")
 
 	var mu sync.Mutex
-	acked := make([]int, faultFiles)    // last version acknowledged
+	acked := make([]int, faultFiles)     // last version acknowledged
 	attempted := make([]int, faultFiles) // last version attempted
 	var nput, nok, nunknown, nget, ngetok int
 	check := func(when string) {
