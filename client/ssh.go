@@ -120,11 +120,27 @@ func SplitCommand(s string) ([]string, error) {
 // the first request travels with the connection's set-up; if ssh fails
 // (the host cannot be reached, authentication fails, zx is not installed
 // there), requests fail with an error that quotes what ssh said. Closing
-// the connection ends ssh and reaps it.
+// the connection ends ssh and reaps it. With opts.Reconnect, a lost
+// connection runs ssh again.
 func DialSSH(ctx context.Context, t SSHTarget, so SSHOptions, opts Options) (*Conn, error) {
 	if t.Host == "" {
 		return nil, zx.E(zx.ErrInvalid, "dial", "", "ssh location without a host")
 	}
+	nc, err := startSSH(ctx, t, so)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Reconnect && opts.Redial == nil {
+		opts.Redial = func(ctx context.Context) (net.Conn, error) { return startSSH(ctx, t, so) }
+	}
+	c := NewConn(nc, opts)
+	c.addr = nc.RemoteAddr().String()
+	return c, nil
+}
+
+// startSSH runs ssh to start the server of t, and returns its standard
+// input and output as a connection.
+func startSSH(ctx context.Context, t SSHTarget, so SSHOptions) (net.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, zx.Errorf("dial", t.Host, err)
 	}
@@ -165,11 +181,8 @@ func DialSSH(ctx context.Context, t SSHTarget, so SSHOptions, opts Options) (*Co
 		sc.waitErr = cmd.Wait()
 		close(sc.done)
 	}()
-	addr := Location{SSH: t}.sshAddr()
-	sc.Conn = mux.Pipe(outR, inW, "ssh", addr)
-	c := NewConn(sc, opts)
-	c.addr = addr
-	return c, nil
+	sc.Conn = mux.Pipe(outR, inW, "ssh", Location{SSH: t}.sshAddr())
+	return sc, nil
 }
 
 // sshConn is ssh's standard input and output as a net.Conn.

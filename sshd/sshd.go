@@ -44,7 +44,6 @@ type Server struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	log    logBuffer
-	rmRun  bool
 	closed sync.Once
 }
 
@@ -93,12 +92,12 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// sshd refuses to start without its privilege separation directory,
-	// which the package's service unit normally creates.
-	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
-		if err := os.MkdirAll("/run/sshd", 0o755); err == nil {
-			s.rmRun = true
-		}
+	// sshd refuses to start, and each session fails, without its
+	// privilege separation directory, which the package's service unit
+	// normally creates. It is left in place: other private sshds (other
+	// tests, benchmarks) may be using it.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, fmt.Errorf("sshd's privilege separation directory: %v", err)
 	}
 	sftp := "internal-sftp"
 	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
@@ -154,14 +153,12 @@ Subsystem sftp %s
 		return nil, err
 	}
 	if out, err := exec.Command(Program, "-t", "-f", conf).CombinedOutput(); err != nil {
-		s.cleanRun()
 		return nil, fmt.Errorf("sshd -t: %v: %s", err, out)
 	}
 	s.cmd = exec.Command(Program, "-D", "-e", "-f", conf)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 	if err := s.cmd.Start(); err != nil {
-		s.cleanRun()
 		return nil, fmt.Errorf("starting sshd: %v", err)
 	}
 	s.done = make(chan struct{})
@@ -214,16 +211,8 @@ func (s *Server) Close() error {
 			case <-time.After(5 * time.Second):
 			}
 		}
-		s.cleanRun()
 	})
 	return nil
-}
-
-func (s *Server) cleanRun() {
-	if s.rmRun {
-		os.Remove("/run/sshd")
-		s.rmRun = false
-	}
 }
 
 // KillTree kills pid and every process descended from it, by id, with
