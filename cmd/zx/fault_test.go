@@ -259,3 +259,52 @@ func TestFaults(t *testing.T) {
 		t.Errorf("%d reconnections for %d server restarts", c.Reconnects(), iter)
 	}
 }
+
+func TestSSHReconnect(t *testing.T) {
+	// An ssh:// connection with reconnection runs ssh again when the remote
+	// server dies. The "ssh" here is a script that runs the remote command
+	// on this host and notes the server's pid, so the test can kill it.
+	ctx := context.Background()
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "export")
+	if err := os.Mkdir(dir, 0755); err != nil {
+		t.Fatal(err)
+	}
+	pids := filepath.Join(tmp, "pids")
+	script := filepath.Join(tmp, "fake-ssh")
+	body := "#!/bin/sh\n# fake ssh: run the remote command (the last argument) here\nfor last; do :; done\necho $$ >> " + pids + "\nexec sh -c \"exec $last\"\n"
+	if err := os.WriteFile(script, []byte(body), 0755); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := client.ParseLocation("ssh://localhost" + dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.DialSSH(ctx, loc.SSH, client.SSHOptions{Command: []string{script}, RemoteZX: zxBin},
+		client.Options{Reconnect: true, ReconnectWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tr := c.Tree("")
+	if _, err := zx.WriteFile(ctx, tr, "/f", nil, []byte("over ssh")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	if pid <= 0 {
+		t.Fatalf("no server pid in %q", b)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	got, err := zx.ReadFile(ctx, tr, "/f")
+	if err != nil || string(got) != "over ssh" {
+		t.Fatalf("after the remote server died: %q, %v", got, err)
+	}
+	if n := c.Reconnects(); n != 1 {
+		t.Errorf("%d reconnections, want 1", n)
+	}
+}
