@@ -75,6 +75,9 @@ type connStats struct {
 	BytesOut   int64   `json:"bytesOut"`
 	Requests   int64   `json:"requests"`
 	ElapsedMs  float64 `json:"elapsedMs"`
+	// Bytes compression kept off the wire (zstd), received and sent.
+	ZstdSavedIn  int64 `json:"zstdSavedIn,omitempty"`
+	ZstdSavedOut int64 `json:"zstdSavedOut,omitempty"`
 }
 
 func (s *session) stats() connStats {
@@ -85,6 +88,8 @@ func (s *session) stats() connStats {
 		st.BytesIn += cs.BytesIn
 		st.BytesOut += cs.BytesOut
 		st.Requests += cs.Streams
+		st.ZstdSavedIn += cs.SavedIn
+		st.ZstdSavedOut += cs.SavedOut
 	}
 	st.ElapsedMs = float64(time.Since(s.start).Microseconds()) / 1000
 	return st
@@ -97,8 +102,12 @@ func (s *session) printStats() {
 		fmt.Fprintf(os.Stderr, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "zx %s: %s waited for, %s, %s in, %s out, %s\n",
-		s.cmd, plural(st.RoundTrips, "round trip"), plural(st.Requests, "request"), fmtBytes(st.BytesIn), fmtBytes(st.BytesOut),
+	var zstd string
+	if st.ZstdSavedIn > 0 || st.ZstdSavedOut > 0 {
+		zstd = fmt.Sprintf(" (zstd saved %s in, %s out)", fmtBytes(st.ZstdSavedIn), fmtBytes(st.ZstdSavedOut))
+	}
+	fmt.Fprintf(os.Stderr, "zx %s: %s waited for, %s, %s in, %s out%s, %s\n",
+		s.cmd, plural(st.RoundTrips, "round trip"), plural(st.Requests, "request"), fmtBytes(st.BytesIn), fmtBytes(st.BytesOut), zstd,
 		roundDuration(time.Duration(st.ElapsedMs*float64(time.Millisecond))))
 }
 
