@@ -217,11 +217,17 @@ func (c *Conn) Reconnects() int64 {
 
 // Ping measures one round trip to the server.
 func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
-	mc, err := c.current(ctx)
-	if err != nil {
-		return 0, zx.Errorf("ping", "", err)
+	for try := 0; ; try++ {
+		mc, err := c.current(ctx)
+		if err != nil {
+			return 0, zx.Errorf("ping", "", err)
+		}
+		d, err := mc.Ping(ctx)
+		if err != nil && c.reconnects() && mc.Err() != nil && ctx.Err() == nil && try < maxTries {
+			continue // lost on the way: ping again on a new connection
+		}
+		return d, err
 	}
-	return mc.Ping(ctx)
 }
 
 // RTT returns the round-trip time measured so far.

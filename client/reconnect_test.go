@@ -61,6 +61,19 @@ func TestReconnectAfterCut(t *testing.T) {
 	if n := c.Reconnects(); n != 1 {
 		t.Errorf("reconnected %d times, want 1", n)
 	}
+	// A ping in flight at a cut is sent again.
+	p.Stall(-1)
+	pc := make(chan error, 1)
+	go func() {
+		_, err := c.Ping(ctx)
+		pc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	p.Cut()
+	p.Resume()
+	if err := <-pc; err != nil {
+		t.Errorf("ping across a cut: %v", err)
+	}
 	if c.Err() != nil {
 		t.Errorf("Err = %v while usable", c.Err())
 	}
