@@ -146,9 +146,12 @@ func startSSH(ctx context.Context, t SSHTarget, so SSHOptions) (net.Conn, error)
 	}
 	args := SSHArgs(t, so)
 	cmd := exec.Command(args[0], args[1:]...)
-	// Its own process group, so that a Ctrl-C at the terminal reaches us,
-	// and we end ssh in order; killed if we die.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// In batch mode, its own process group, so that a Ctrl-C at the
+	// terminal reaches us and we end ssh in order. Otherwise it stays in
+	// ours, the terminal's foreground group: ssh asks for passwords and
+	// passphrases on the terminal, and a background group reading it
+	// would be stopped. Killed if we die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: so.Batch, Pdeathsig: syscall.SIGTERM}
 	sc := &sshConn{name: args[0], done: make(chan struct{})}
 	var errw io.Writer = &sc.stderr
 	if so.Stderr != nil {
@@ -245,7 +248,11 @@ func (c *sshConn) Close() error {
 			return
 		case <-time.After(time.Second):
 		}
-		unix.Kill(-c.cmd.Process.Pid, unix.SIGKILL)
+		if c.cmd.SysProcAttr.Setpgid {
+			unix.Kill(-c.cmd.Process.Pid, unix.SIGKILL)
+		} else {
+			c.cmd.Process.Kill()
+		}
 		<-c.done
 	})
 	return nil
