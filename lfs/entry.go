@@ -254,6 +254,7 @@ type dirbuf struct {
 	how   []uint8
 	sb    []byte  // the strings of the entries
 	ends  []int32 // where each string ends in sb
+	temps bool    // scanNames skipped temporaries
 }
 
 var dirbufs = sync.Pool{New: func() any {

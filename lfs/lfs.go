@@ -37,8 +37,10 @@
 // fsynced, given its mtime and renamed over the target (renameat2 with
 // RENAME_NOREPLACE when the request is exclusive, so that of two racing
 // exclusive creates exactly one wins); if the request fails or is cancelled
-// the temporary is removed and the old file stays. Other Puts write in
-// place. Names that start with ".zx-tmp-" are reserved: they never appear in
+// the temporary is removed and the old file stays. A server killed in the
+// middle leaves its temporary behind, never a half-written file; the next
+// listing of that directory removes temporaries older than the FS (and a
+// minute old). Other Puts write in place. Names that start with ".zx-tmp-" are reserved: they never appear in
 // Get, Find or Watch replies, and a request that names one fails with
 // zx.ErrInvalid.
 //

@@ -69,6 +69,7 @@ type nameRef struct{ off, n int32 }
 func scanNames(dfd int, db *dirbuf) error {
 	db.arena = db.arena[:0]
 	db.refs = db.refs[:0]
+	db.temps = false
 	for {
 		n, err := unix.Getdents(dfd, db.ents)
 		if err == unix.EINTR {
@@ -91,7 +92,11 @@ func scanNames(dfd int, db *dirbuf) error {
 				name = name[:i]
 			}
 			b = b[reclen:]
-			if ino == 0 || isDot(name) || bytes.HasPrefix(name, tempPrefix) {
+			if ino == 0 || isDot(name) {
+				continue
+			}
+			if bytes.HasPrefix(name, tempPrefix) {
+				db.temps = true
 				continue
 			}
 			db.refs = append(db.refs, nameRef{int32(len(db.arena)), int32(len(name))})
@@ -122,6 +127,9 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 	defer dirbufs.Put(db)
 	if err := scanNames(dfd, db); err != nil {
 		return nil, err
+	}
+	if db.temps {
+		f.sweepTemps(dfd)
 	}
 	if scannedHook != nil {
 		scannedHook()
