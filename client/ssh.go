@@ -28,7 +28,9 @@ type SSHOptions struct {
 	// remote shell reads it. Empty: "zx".
 	RemoteZX string
 	// Batch makes ssh fail instead of asking for a password, a passphrase
-	// or a host key confirmation (BatchMode=yes).
+	// or a host key confirmation (BatchMode=yes), and puts it in a process
+	// group of its own. Without it, ssh stays in the caller's group, so
+	// that it can prompt on the terminal, and gets the terminal's Ctrl-C.
 	Batch bool
 	// Stderr, if set, also gets everything ssh and the remote zx write to
 	// their standard error.
