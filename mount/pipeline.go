@@ -304,6 +304,18 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 		}
 	}
 	cur, ok := m.known(p)
+	if !ok && m.wb != nil {
+		// Written-back data on its way (tar sets times and modes right
+		// after close): the cache waits for its reply, but the mount
+		// knows the file, as close left it.
+		if sz, pending := m.wb.PendingSize(p); pending {
+			if cur = n.dir(); cur != nil {
+				cur = cur.Clone()
+				cur.SetInt(zx.ASize, sz)
+				ok = true
+			}
+		}
+	}
 	if !ok || cur == nil || cur.Int(zx.ANlink) > 1 || m.writable.Load() != 1 {
 		return nil, false
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/wan"
 )
 
@@ -101,5 +103,36 @@ func TestPipelineSurprise(t *testing.T) {
 	}
 	if ctl := readFile(t, e.p("Ctl")); !strings.Contains(ctl, "surprises 1") {
 		t.Errorf("Ctl does not count the surprise:\n%s", ctl)
+	}
+}
+
+// TestWriteBackUtimens: with write-back, setting times and modes right
+// after close (as tar does) does not wait for the data to reach the
+// server, and is applied after it.
+func TestWriteBackUtimens(t *testing.T) {
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true}})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
+	must(t, e.m.Sync(context.Background()))
+	e.proxy.SetConfig(wan.Config{RTT: 50 * time.Millisecond})
+	rt := e.conn.Stats().RoundTrips
+	when := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 5 {
+		name := e.p(fmt.Sprintf("f%d", i))
+		must(t, os.WriteFile(name, []byte("data"), 0o644))
+		must(t, os.Chmod(name, 0o640))
+		must(t, os.Chtimes(name, when, when))
+	}
+	n := e.conn.Stats().RoundTrips - rt
+	t.Logf("5 × (create, write, close, chmod, utimens) with write-back at 50 ms RTT: %d round trips", n)
+	if n > 2 {
+		t.Errorf("took %d round trips, want at most 2", n)
+	}
+	must(t, e.m.Sync(context.Background()))
+	for i := range 5 {
+		fi, err := os.Stat(filepath.Join(e.srvDir, fmt.Sprintf("f%d", i)))
+		must(t, err)
+		if fi.Size() != 4 || fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(when) {
+			t.Errorf("f%d on the server: size %d mode %v mtime %v", i, fi.Size(), fi.Mode(), fi.ModTime())
+		}
 	}
 }
