@@ -45,6 +45,8 @@ func TestServeLimitFlags(t *testing.T) {
 		{"--max-conns", "0"},
 		{"--max-memory", "lots"},
 		{"--request-rate", "-1"},
+		{"--keepalive", "0"},
+		{"--write-timeout", "-1s"},
 	} {
 		r := runZX(t, "", append([]string{"serve", "--listen", "127.0.0.1:0"}, append(bad, dir)...)...).want(t, 2, "serve "+strings.Join(bad, " "))
 		if r.stderr == "" {

@@ -107,9 +107,13 @@ func runServe(args []string) int {
 		maxConnBuf = n
 		return err
 	})
-	rate := fs.Float64("request-rate", 10000, "requests per second per connection (bursts of as many); 0: no limit")
+	rate := fs.Float64("request-rate", 10000, "requests per second per connection; 0: no limit")
+	burst := fs.Int("request-burst", 0, "requests a connection may make at once above the rate (default: as many as --request-rate)")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "close connections with no request for this long; 0: never")
 	stall := fs.Duration("stall-timeout", 2*time.Minute, "abandon a reply the client does not read for this long; 0: never")
+	keepalive := fs.Duration("keepalive", 15*time.Second, "ping a client silent for this long")
+	peerTimeout := fs.Duration("peer-timeout", 20*time.Second, "close a connection whose client stays silent this long after a ping")
+	writeTimeout := fs.Duration("write-timeout", time.Minute, "close a connection whose client takes no data for this long; 0: never")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
@@ -117,18 +121,24 @@ func runServe(args []string) int {
 	switch {
 	case *maxConns <= 0 || *maxStreams <= 0 || maxMemory <= 0 || maxConnBuf <= 0:
 		return usageError(c, "--max-conns, --max-streams, --max-memory and --max-conn-buffer must be positive")
-	case *rate < 0 || *idle < 0 || *stall < 0:
-		return usageError(c, "--request-rate, --idle-timeout and --stall-timeout must not be negative")
+	case *rate < 0 || *burst < 0 || *idle < 0 || *stall < 0 || *writeTimeout < 0:
+		return usageError(c, "--request-rate, --request-burst, --idle-timeout, --stall-timeout and --write-timeout must not be negative")
+	case *keepalive <= 0 || *peerTimeout <= 0:
+		return usageError(c, "--keepalive and --peer-timeout must be positive")
 	}
 	cfg := server.Config{
-		MaxConns:    *maxConns,
-		MaxMemory:   maxMemory,
-		RequestRate: *rate,
+		MaxConns:     *maxConns,
+		MaxMemory:    maxMemory,
+		RequestRate:  *rate,
+		RequestBurst: *burst,
 		Mux: mux.Config{
 			MaxStreams:   *maxStreams,
 			MaxBuffer:    int(min(maxConnBuf, 1<<40)),
 			IdleTimeout:  *idle,
 			StallTimeout: *stall,
+			KeepAlive:    *keepalive,
+			Timeout:      *peerTimeout,
+			WriteTimeout: *writeTimeout,
 		},
 	}
 	// Zero means "no limit" on the command line, "default" in the configs.
@@ -140,6 +150,9 @@ func runServe(args []string) int {
 	}
 	if *stall == 0 {
 		cfg.Mux.StallTimeout = -1
+	}
+	if *writeTimeout == 0 {
+		cfg.Mux.WriteTimeout = -1
 	}
 	if len(rest) > 1 {
 		return usageError(c, "too many arguments: one DIR at most (export others with --tree NAME=DIR)")
