@@ -145,9 +145,10 @@ func main() {
 			s.Summary.Copied, st.Stats.RoundTrips, st.Stats.Requests, mib(st.Stats.BytesOut), mib(st.Stats.BytesIn))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
-	rsync := func(what string) {
+	rsync := func(what, remote string, extra ...string) {
 		t0 := time.Now()
-		cmd := exec.Command("rsync", "-a", "--delete", "--stats", "--exclude=/.zx-repl", "-e", sshCmd, local+"/", "127.0.0.1:"+rsRemote+"/")
+		args := append([]string{"-a", "--delete", "--stats", "--exclude=/.zx-repl", "-e", sshCmd}, extra...)
+		cmd := exec.Command("rsync", append(args, local+"/", "127.0.0.1:"+remote+"/")...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			log.Fatalf("rsync: %v\n%s", err, out)
@@ -165,17 +166,22 @@ func main() {
 				n = v
 			}
 		}
-		rows = append(rows, result{"rsync -a over ssh: " + what, el, fmt.Sprintf("%s files copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
+		rows = append(rows, result{"rsync -a " + strings.Join(extra, " ") + " over ssh: " + what, el, fmt.Sprintf("%s files copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
 
+	// zx's lfs fsyncs every file it writes (a put is durable when it
+	// replies); rsync does not unless told to, so it runs both ways.
+	rsFsync := filepath.Join(tmp, "rsync-fsync-remote")
+	os.Mkdir(rsFsync, 0o755)
 	repl("initial")
-	rsync("initial")
+	rsync("initial", rsRemote)
+	rsync("initial", rsFsync, "--fsync")
 	repl("nothing changed")
-	rsync("nothing changed")
+	rsync("nothing changed", rsRemote)
 	edit(local, *edits)
 	repl(fmt.Sprintf("%d files edited", *edits))
-	rsync(fmt.Sprintf("%d files edited", *edits))
+	rsync(fmt.Sprintf("%d files edited", *edits), rsRemote)
 	if err := same(local, zxRemote); err != nil {
 		log.Fatalf("zx remote differs: %v", err)
 	}
