@@ -166,7 +166,7 @@ func main() {
 				n = v
 			}
 		}
-		rows = append(rows, result{"rsync -a " + strings.Join(extra, " ") + " over ssh: " + what, el, fmt.Sprintf("%s files copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
+		rows = append(rows, result{strings.Join(append([]string{"rsync -a"}, extra...), " ") + " over ssh: " + what, el, fmt.Sprintf("%s files copied; %.2f MiB out, %.2f MiB in", n, mib(atoi(sent)), mib(atoi(recv)))})
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rows[len(rows)-1].what, el)
 	}
 
