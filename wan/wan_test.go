@@ -105,18 +105,21 @@ func direct(t testing.TB, addr string) time.Duration {
 	return median(pings(t, c, 200))
 }
 
-// retry runs a timing measurement up to 3 times until check returns no
-// complaint: a burst of load from other processes (other test binaries of
-// "go test ./...") can delay wake-ups beyond the tolerance for a second, but
+// retry runs a timing measurement until check returns no complaint, up to
+// 8 times over about half a minute: a burst of load from other processes
+// (the other test binaries and compilations of "go test ./..." on a 2-core
+// machine) can delay wake-ups beyond the tolerance for several seconds, but
 // the emulator must be accurate whenever the machine has a core to spare.
+// A pause between attempts lets such a burst pass.
 func retry(t *testing.T, measure func() string) {
 	t.Helper()
 	var msg string
-	for i := range 3 {
+	for i := range 8 {
 		if msg = measure(); msg == "" {
 			return
 		}
 		t.Logf("attempt %d: %s", i+1, msg)
+		time.Sleep(time.Duration(i+1) * 700 * time.Millisecond)
 	}
 	t.Error(msg)
 }
@@ -273,15 +276,20 @@ func TestRate(t *testing.T) {
 
 func TestThroughput(t *testing.T) {
 	const n = 512 << 20
-	got, total := transfer(t, Config{}, n)
-	t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
 	if raceEnabled {
+		got, total := transfer(t, Config{}, n)
+		t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
 		t.Log("!!! race detector on: the 500 MB/s throughput check is SKIPPED (it runs in a normal go test) !!!")
 		return
 	}
-	if got < 500e6 {
-		t.Errorf("throughput %.0f MB/s, want > 500 MB/s", got/1e6)
-	}
+	retry(t, func() string {
+		got, total := transfer(t, Config{}, n)
+		t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
+		if got < 500e6 {
+			return fmt.Sprintf("throughput %.0f MB/s, want > 500 MB/s", got/1e6)
+		}
+		return ""
+	})
 }
 
 func TestHalfClose(t *testing.T) {
