@@ -59,7 +59,8 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 }
 
 // Command implements ctl.Controller. "sync" sends the writes held in
-// every open handle and waits for their replies.
+// every open handle, and waits for their replies and for the requests
+// the mount pipelined (see Sync).
 func (m *FS) Command(ctx context.Context, cmd string) error {
 	if ok, err := m.flags.Command(cmd); ok {
 		return err
@@ -76,7 +77,9 @@ func (m *FS) Command(ctx context.Context, cmd string) error {
 	if first != 0 {
 		return zx.Errorf("sync", "/", first)
 	}
-	return nil
+	// Then the requests the mount pipelined (and its write-back queue):
+	// the layers below flush their own when sync is passed on.
+	return m.Sync(ctx)
 }
 
 // eachNode calls f for every node the kernel knows.
