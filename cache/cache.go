@@ -1053,6 +1053,9 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 	p = cp
 	s := c.begin(p)
 	at := time.Now()
+	if d.Type() == zx.TypeDir && d[zx.AExcl] == "y" && p != "/" {
+		c.newDir(p, d, at)
+	}
 	// A Put that replaces the whole file tells us its new contents: keep
 	// them, so reading back what was written costs nothing.
 	var tee *teeReader
@@ -1075,6 +1078,23 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 		out <- r
 	}()
 	return out
+}
+
+// newDir notes that the directory p is being created exclusively: if it
+// succeeds, it is empty but for what is created in it after, so its
+// listing is complete from the start. The entry stands in for the reply's
+// (which replaces it, keeping the listing) and, like anything with a
+// write in flight, is not used before the reply is in; if the create
+// fails, the reply drops it.
+func (c *Cache) newDir(p string, d zx.Dir, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := d.Clone()
+	delete(nd, zx.AExcl)
+	nd[zx.APath], nd[zx.AName] = p, path.Base(p)
+	c.drop(p)
+	c.staleParent(p)
+	c.ents[p] = &entry{d: nd, at: at, watched: c.watching, kids: map[string]bool{}, listAt: at, listWtch: c.watching}
 }
 
 // teeReader keeps a copy of what is read through it, up to max bytes.

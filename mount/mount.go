@@ -89,7 +89,8 @@ type FS struct {
 	writable  atomic.Int32 // 1: a change succeeded; -1: refused as read-only; 0: unknown
 	pmu       sync.Mutex
 	pseq      uint64
-	pops      map[uint64]*pipeOp // pipelined changes in flight
+	pops      map[uint64]*pipeOp   // pipelined changes in flight
+	fresh     map[string]*freshDir // directories being created without waiting; mu
 
 	mu      sync.Mutex
 	inos    map[string]uint64
@@ -339,6 +340,14 @@ func (m *FS) ino(d zx.Dir, p string) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, ok := m.inos[key]
+	if !ok && key != "p:"+p {
+		// Created without waiting, the file got a number by its path
+		// before its server inode was known (pipeline.go): keep it.
+		if n, ok = m.inos["p:"+p]; ok {
+			delete(m.inos, "p:"+p)
+			m.inos[key] = n
+		}
+	}
 	if !ok {
 		n = m.nextIno
 		m.nextIno++

@@ -106,6 +106,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return n.ctlLookup(ctx, out), 0
 	}
 	p := join(n.path(), name)
+	if _, free := n.m.freshFree(n.path(), name); free {
+		// In a directory being created without waiting, and not
+		// created in it since: the mount knows it is not there.
+		n.m.noteNeg(n.EmbeddedInode(), name)
+		return nil, syscall.ENOENT
+	}
 	d, err := n.m.stat(ctx, p)
 	if err != nil {
 		if zx.KindOf(err) == zx.ErrNotExist {
@@ -330,6 +336,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	if r.Err != nil {
 		return nil, nil, errno(r.Err)
 	}
+	n.m.freshNote(p, false)
 	return n.newChild(ctx, r.Dir, p, out), r.Dir, 0
 }
 
@@ -448,6 +455,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	defer cancel()
 	err = <-n.m.t.Remove(rctx, p)
 	n.m.wrote(err)
+	if err == nil {
+		n.m.freshNote(p, true)
+	}
 	return errno(err)
 }
 
@@ -495,6 +505,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	defer cancel()
 	err := <-n.m.t.Move(rctx, from, to)
 	n.m.wrote(err)
+	if err == nil {
+		n.m.freshNote(from, true)
+		n.m.freshNote(to, false)
+	}
 	return errno(err)
 }
 

@@ -129,6 +129,43 @@ func (m *FS) bg(paths ...string) (ctx context.Context, done func()) {
 	}
 }
 
+// A fresh directory is one the mount is creating without waiting: until
+// its reply is in, the cache knows nothing below it (a write on it is in
+// flight), but the mount does: it is empty but for what the mount
+// created in it since. So files and directories can be created in it
+// without waiting too (tar -x).
+type freshDir struct {
+	d     zx.Dir          // the entry the mount made up for it
+	names map[string]bool // created in it since
+}
+
+// freshFree reports whether name is known to be free in the fresh
+// directory dir, and returns dir's entry.
+func (m *FS) freshFree(dir, name string) (zx.Dir, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.fresh[dir]
+	if f == nil || f.names[name] {
+		return nil, false
+	}
+	return f.d, true
+}
+
+// freshNote records that name in dir was created (or, with gone, went
+// away), if dir is fresh.
+func (m *FS) freshNote(p string, gone bool) {
+	dir, name := splitPath(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.fresh[dir]; f != nil {
+		if gone {
+			delete(f.names, name)
+		} else {
+			f.names[name] = true
+		}
+	}
+}
+
 // pipeOp is a pipelined change in flight.
 type pipeOp struct {
 	paths []string
@@ -220,22 +257,25 @@ func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Err
 // new file will have, as far as the mount can tell.
 func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool) {
 	m := n.m
-	if d.Type() == zx.TypeLink || d[zx.ARdev] != "" {
-		return nil, false
+	if d.Type() == zx.TypeLink || d[zx.ARdev] != "" || len(p) > zx.MaxPath {
+		return nil, false // the server says what is wrong
 	}
+	dir, name := splitPath(p)
 	cur, ok := m.known(p)
-	if !ok || cur != nil {
-		return nil, false
+	pd, pok := m.knownDir(dir)
+	if !ok {
+		// In a directory being created without waiting?
+		if fd, free := m.freshFree(dir, name); free {
+			cur, ok, pd, pok = nil, true, fd, true
+		}
 	}
-	pd, ok := m.knownDir(n.path())
-	if !ok || !m.mayChange(ctx, pd, nil) {
+	if !ok || cur != nil || !pok || !m.mayChange(ctx, pd, nil) {
 		return nil, false
 	}
 	c := ctx.(*fuse.Context)
 	nd := d.Clone()
 	delete(nd, zx.AExcl)
 	now := time.Now()
-	_, name := splitPath(p)
 	nd[zx.AName], nd[zx.APath] = name, p
 	if nd[zx.AUid] == "" {
 		nd.SetInt(zx.AUid, int64(m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
@@ -252,11 +292,25 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 	nd.SetTime(zx.AMtime, now)
 	nd.SetTime(zx.AAtime, now)
 	nd.SetTime(zx.ACtime, now)
+	m.freshNote(p, false)
+	if nd.IsDir() {
+		m.mu.Lock()
+		if m.fresh == nil {
+			m.fresh = make(map[string]*freshDir)
+		}
+		m.fresh[p] = &freshDir{d: nd, names: map[string]bool{}}
+		m.mu.Unlock()
+	}
 	bctx, done := m.bg(p)
 	rc := m.t.Put(bctx, p, d, 0, nil)
 	go func() {
 		defer done()
 		r := <-rc
+		if nd.IsDir() {
+			m.mu.Lock()
+			delete(m.fresh, p)
+			m.mu.Unlock()
+		}
 		if r.Err != nil {
 			m.surprise("create", p, r.Err)
 			return
@@ -274,6 +328,9 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 // how it will turn out.
 func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (syscall.Errno, bool) {
 	m := n.m
+	if len(to) > zx.MaxPath {
+		return 0, false
+	}
 	fd, ok := m.known(from)
 	if !ok || fd == nil || fd.IsDir() || fd.Int(zx.ANlink) > 1 {
 		return 0, false
@@ -359,5 +416,6 @@ func (m *FS) aliasIno(d zx.Dir, p string) {
 		if _, has := m.inos[d.Type()+si]; !has {
 			m.inos[d.Type()+si] = n
 		}
+		delete(m.inos, "p:"+p)
 	}
 }

@@ -26,7 +26,7 @@ import (
 func TestPipelined(t *testing.T) {
 	srvDir := t.TempDir()
 	e := wbMount(t, wbSetup{srvDir: srvDir})
-	e.proxy.SetConfig(wan.Config{RTT: 20 * time.Millisecond})
+	e.proxy.SetConfig(wan.Config{RTT: 200 * time.Millisecond})
 	must(t, os.Mkdir(e.p("d"), 0o755))
 	for i := range 20 {
 		must(t, os.WriteFile(e.p(fmt.Sprintf("d/f%02d", i)), []byte("x"), 0o644))
@@ -45,7 +45,7 @@ func TestPipelined(t *testing.T) {
 	now := time.Now().Add(-time.Hour).Truncate(time.Second)
 	must(t, os.Chtimes(e.p("b"), now, now))
 	n := e.conn.Stats().RoundTrips - rt
-	t.Logf("20 removes, a rename, chmod and utimens at 20 ms RTT: %d round trips", n)
+	t.Logf("20 removes, a rename, chmod and utimens at 200 ms RTT: %d round trips", n)
 	// Waiting for each would take 23. The chmod waits for the rename
 	// (the cache does not know b's entry while the rename is in flight),
 	// and a late change notice of our own creates can cost one more.
@@ -113,7 +113,7 @@ func TestWriteBackUtimens(t *testing.T) {
 	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true}})
 	must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
 	must(t, e.m.Sync(context.Background()))
-	e.proxy.SetConfig(wan.Config{RTT: 50 * time.Millisecond})
+	e.proxy.SetConfig(wan.Config{RTT: 200 * time.Millisecond})
 	rt := e.conn.Stats().RoundTrips
 	when := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := range 5 {
@@ -123,7 +123,7 @@ func TestWriteBackUtimens(t *testing.T) {
 		must(t, os.Chtimes(name, when, when))
 	}
 	n := e.conn.Stats().RoundTrips - rt
-	t.Logf("5 × (create, write, close, chmod, utimens) with write-back at 50 ms RTT: %d round trips", n)
+	t.Logf("5 × (create, write, close, chmod, utimens) with write-back at 200 ms RTT: %d round trips", n)
 	if n > 2 {
 		t.Errorf("took %d round trips, want at most 2", n)
 	}
@@ -134,5 +134,47 @@ func TestWriteBackUtimens(t *testing.T) {
 		if fi.Size() != 4 || fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(when) {
 			t.Errorf("f%d on the server: size %d mode %v mtime %v", i, fi.Size(), fi.Mode(), fi.ModTime())
 		}
+	}
+}
+
+// TestPipelinedTree: with write-back, unpacking a tree (directories, and
+// files in them, as tar -x does) does not wait for the server, even
+// inside directories whose creation is still in flight.
+func TestPipelinedTree(t *testing.T) {
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true}})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
+	must(t, e.m.Sync(context.Background()))
+	e.proxy.SetConfig(wan.Config{RTT: 200 * time.Millisecond})
+	rt := e.conn.Stats().RoundTrips
+	var files []string
+	for _, d := range []string{"t", "t/a", "t/a/b", "t/c"} {
+		must(t, os.Mkdir(e.p(d), 0o755))
+		for i := range 3 {
+			f := fmt.Sprintf("%s/f%d", d, i)
+			must(t, os.WriteFile(e.p(f), []byte(f), 0o644))
+			files = append(files, f)
+		}
+	}
+	n := e.conn.Stats().RoundTrips - rt
+	t.Logf("4 directories and 12 files with write-back at 200 ms RTT: %d round trips", n)
+	// Waiting for each would take 16 or more; a late change notice of an
+	// earlier change can cost one.
+	if n > 3 {
+		t.Errorf("took %d round trips, want at most 3", n)
+	}
+	must(t, e.m.Sync(context.Background()))
+	for _, f := range files {
+		if got := e.server(t, f); got != f {
+			t.Errorf("%s on the server: %q", f, got)
+		}
+	}
+	if e.m.Surprises() != 0 {
+		t.Errorf("%d surprises", e.m.Surprises())
+	}
+	// Listing a directory created without waiting shows what is in it.
+	ents, err := os.ReadDir(e.p("t/a"))
+	must(t, err)
+	if len(ents) != 4 {
+		t.Errorf("t/a lists %v", ents)
 	}
 }
