@@ -285,7 +285,16 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	defer stop()
 
 	copts := cache.Options{Coherency: o.coherency, Logger: log}
-	if o.cacheDir != "" || o.writeback {
+	useDir := o.cacheDir != "" || o.writeback
+	if !useDir {
+		// A write-back mount of this location left data in the default
+		// journal (a crash): replay it, even without --writeback now.
+		if dir, err := cacheDirFor("", loc); err == nil {
+			recs, _ := filepath.Glob(filepath.Join(dir, "journal", "*.rec"))
+			useDir = len(recs) > 0
+		}
+	}
+	if useDir {
 		dir, err := cacheDirFor(o.cacheDir, loc)
 		if err != nil {
 			return fail(err)

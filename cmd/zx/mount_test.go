@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,9 +141,16 @@ func processAlive(pid int) bool {
 }
 
 // TestMountCrash: the mount process is killed (SIGKILL) with written-back
-// data not yet on the server; the next mount replays its journal.
+// data not yet on the server; the next mount replays its journal, also
+// one in the default directory with neither --writeback nor --cache-dir.
 func TestMountCrash(t *testing.T) {
 	canMount(t)
+	for _, withDir := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache-dir=%v", withDir), func(t *testing.T) { mountCrash(t, withDir) })
+	}
+}
+
+func mountCrash(t *testing.T, withDir bool) {
 	srvDir := t.TempDir()
 	addr := serve(t, srvDir)
 	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{})
@@ -150,7 +158,14 @@ func TestMountCrash(t *testing.T) {
 	defer p.Close()
 	mnt, cdir := t.TempDir(), t.TempDir()
 	loc := "zx://" + p.Addr() + "/"
-	zxMount(t, "--writeback", "--cache-dir", cdir, loc, mnt)
+	first, second := []string{"--writeback", "--cache-dir", cdir, loc, mnt}, []string{"--cache-dir", cdir, loc, mnt}
+	journals := filepath.Join(cdir, "*", "journal", "*.rec")
+	if !withDir {
+		t.Setenv("XDG_CACHE_HOME", cdir)
+		first, second = []string{"--writeback", loc, mnt}, []string{loc, mnt}
+		journals = filepath.Join(cdir, "zx", "*", "journal", "*.rec")
+	}
+	zxMount(t, first...)
 	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("old"), 0o644))
 	runZX(t, "", "sync", mnt).want(t, 0, "zx sync")
 
@@ -164,7 +179,7 @@ func TestMountCrash(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "old" {
 		t.Fatalf("the server has %q; the stall should have kept the data from it", b)
 	}
-	recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec"))
+	recs, _ := filepath.Glob(journals)
 	if len(recs) != 1 {
 		t.Fatalf("journal after the crash: %v, want one record", recs)
 	}
@@ -172,14 +187,14 @@ func TestMountCrash(t *testing.T) {
 	runZX(t, "", "umount", mnt).want(t, 0, "zx umount of a dead mount")
 
 	// Mounting waits out the rest of the stall.
-	zxMount(t, "--cache-dir", cdir, loc, mnt)
+	zxMount(t, second...)
 	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "written, then the client crashed" {
 		t.Fatalf("after the remount the server has %q", b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(mnt, "f")); string(b) != "written, then the client crashed" {
 		t.Fatalf("the mount shows %q", b)
 	}
-	if recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec")); len(recs) != 0 {
+	if recs, _ := filepath.Glob(journals); len(recs) != 0 {
 		t.Fatalf("journal after replay: %v", recs)
 	}
 }
