@@ -508,8 +508,14 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 					}
 					it.Data = m.Data
 				case proto.FDir:
-					// m.Data is ours and used for nothing else.
-					it.Dir, it.Err = proto.ParseDirOwned(m.Data)
+					if cap(m.Data) <= 2*len(m.Data) {
+						// m.Data is ours and used for nothing else.
+						it.Dir, it.Err = proto.ParseDirOwned(m.Data)
+					} else {
+						// Sharing would keep its spare room alive
+						// (a decompressed frame has 64 KiB).
+						it.Dir, it.Err = proto.ParseDir(m.Data)
+					}
 				case proto.FErr:
 					e, perr := proto.ParseError(m.Data)
 					if perr != nil {
