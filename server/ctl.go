@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -57,6 +58,7 @@ func (s *Server) Status(ctx context.Context) ctl.Section {
 // "sync" has nothing of its own to do.
 func (s *Server) Command(ctx context.Context, cmd string) error {
 	if ok, err := s.flags.Command(cmd); ok {
+		s.applyLevel()
 		return err
 	}
 	if cmd == "sync" {
@@ -103,4 +105,25 @@ func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Reques
 		return false
 	}
 	return true
+}
+
+// baseLevel is the level of the configured LogLevel, or info.
+func (c Config) baseLevel() slog.Level {
+	if c.LogLevel == nil {
+		return slog.LevelInfo
+	}
+	return c.LogLevel.Level()
+}
+
+// applyLevel sets LogLevel from the flags: info or lower while "verbose" or
+// "debug" is on, the configured level otherwise.
+func (s *Server) applyLevel() {
+	if s.cfg.LogLevel == nil {
+		return
+	}
+	l := s.baseLevel
+	if s.flags.On("verbose") || s.flags.On("debug") {
+		l = min(l, slog.LevelInfo)
+	}
+	s.cfg.LogLevel.Set(l)
 }

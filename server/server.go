@@ -45,6 +45,10 @@ const DefaultPort = "5640"
 type Config struct {
 	Mux    mux.Config
 	Logger *slog.Logger // nil: discard
+	// LogLevel, if set, is the level of Logger's handler: the /Ctl flags
+	// "verbose" (connections, refusals) and "debug" (also every request)
+	// lower it to info while they are on, and restore it when off.
+	LogLevel *slog.LevelVar
 
 	// TLS, if set, makes the server speak TLS on every connection (see
 	// auth.ServerConfig: TLS 1.3 only, client certificates requested).
@@ -118,6 +122,7 @@ type Server struct {
 	since             time.Time
 	reqs              ctl.Counts
 	flags             *ctl.Flags
+	baseLevel         slog.Level // LogLevel's level with verbose and debug off
 	bytesIn, bytesOut int64 // of connections that ended; guarded by mu
 }
 
@@ -136,7 +141,8 @@ func New(trees map[string]zx.Tree, def string, cfg Config) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		since:     time.Now(),
-		flags:     ctl.NewFlags("debug"),
+		flags:     ctl.NewFlags("debug", "verbose"),
+		baseLevel: cfg.baseLevel(),
 	}, nil
 }
 

@@ -228,8 +228,10 @@ func runServe(args []string) int {
 		trees[dumpTree] = *dumpStore
 		order = append(order, dumpTree)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	cfg.Logger, cfg.TLS, cfg.Authorized = log, tlsCfg, authz
+	logLevel := new(slog.LevelVar)
+	logLevel.Set(lvl)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	cfg.Logger, cfg.LogLevel, cfg.TLS, cfg.Authorized = log, logLevel, tlsCfg, authz
 	cfg.Mux.Compression = compress.mode
 	if *stdio && !idleSet(fs) {
 		// The one connection is the ssh session's: it ends with it.
