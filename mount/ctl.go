@@ -30,7 +30,9 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 	open, dirty, dirtyBytes := 0, 0, int64(0)
 	m.eachNode(func(n *node) {
 		n.mu.Lock()
-		open += len(n.handles)
+		if n.ws != nil {
+			open += n.ws.refs
+		}
 		n.mu.Unlock()
 		if sz, ok := n.dirtySize(); ok {
 			dirty++

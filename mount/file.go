@@ -13,25 +13,36 @@ import (
 	"github.com/zxfs/zx/cache"
 )
 
-// handle is an open file. Reads of files up to Options.WholeFile load the
-// whole file once (served by the cache below when it is valid); larger
-// files are read through one streaming Get. Writes are kept in the handle
-// and sent on flush (close, fsync): one create-or-truncate Put with the
-// whole contents when the file was created or truncated to zero, or one
-// pipelined Put per written extent (and a Wstat per truncation), in order.
+// handle is an open file. Its writes go to the node's wstate, shared by
+// every handle of the file, so that, as on a local disk, a write through
+// one descriptor is seen at once through the others (and fstat of any of
+// them gives the size it made).
 type handle struct {
-	n     *node
-	flags uint32
+	n      *node
+	flags  uint32
+	s      *wstate
+	rs     *rstream // guarded by s.mu
+	direct bool     // read as a stream, whatever the size (see Open)
+}
 
+// wstate is what the open handles of a file share. Reads of files up to
+// Options.WholeFile load the whole file once (served by the cache below
+// when it is valid); larger files are read through one streaming Get per
+// handle. Writes are kept here and sent on flush (close, fsync): one
+// create-or-truncate Put with the whole contents when the file was created
+// or truncated to zero, or one pipelined Put per written extent (and a
+// Wstat per truncation), in order.
+//
+// Lock order: wstate.mu, then node.mu.
+type wstate struct {
 	mu      muCtx
-	size    int64 // size as seen through this handle
+	refs    int   // open handles, guarded by node.mu
+	size    int64 // size as seen through the handles
 	rewrite bool  // content is the whole new file, to be sent whole
 	loaded  bool  // content holds the whole file
 	content []byte
 	ops     []wop // writes and truncations to send, in order (!rewrite)
 	dirty   bool
-	rs      *rstream
-	direct  bool // read as a stream, whatever the size (see Open)
 }
 
 // wop is a write (data at off) or, with data nil, a truncation to off.
@@ -49,15 +60,28 @@ var (
 )
 
 func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
-	h := &handle{n: n, flags: flags, size: d.Size()}
-	h.mu.init()
 	n.mu.Lock()
-	if n.handles == nil {
-		n.handles = make(map[*handle]bool)
+	ws := n.ws
+	fresh := ws == nil
+	if fresh {
+		ws = &wstate{size: d.Size()}
+		ws.mu.init()
+		n.ws = ws
 	}
-	n.handles[h] = true
+	ws.refs++
 	n.mu.Unlock()
-	return h
+	if fresh {
+		n.m.setOpen(n, true)
+	}
+	if !fresh {
+		ws.mu.Lock()
+		if !ws.dirty {
+			// Nothing unsent: take the file as it is now.
+			ws.size, ws.rewrite, ws.loaded, ws.content, ws.ops = d.Size(), false, false, nil, nil
+		}
+		ws.mu.Unlock()
+	}
+	return &handle{n: n, flags: flags, s: ws}
 }
 
 // Open implements fs.NodeOpener. The kernel keeps its cached pages when
@@ -102,21 +126,24 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // truncate resizes the file as seen through h.
 func (h *handle) truncate(size int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dirty = true
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.s.dirty = true
+	if (h.s.rewrite || h.s.loaded) && size > h.n.m.opts.WholeFile {
+		h.spill()
+	}
 	switch {
-	case size == 0 && !h.rewrite:
-		h.rewrite, h.loaded, h.content, h.ops = true, false, []byte{}, nil
-	case h.rewrite || h.loaded:
-		h.content = resize(h.content, size)
-		if !h.rewrite {
-			h.ops = append(h.ops, wop{off: size})
+	case size == 0 && !h.s.rewrite:
+		h.s.rewrite, h.s.loaded, h.s.content, h.s.ops = true, false, []byte{}, nil
+	case h.s.rewrite || h.s.loaded:
+		h.s.content = resize(h.s.content, size)
+		if !h.s.rewrite {
+			h.s.ops = append(h.s.ops, wop{off: size})
 		}
 	default:
-		h.ops = append(h.ops, wop{off: size})
+		h.s.ops = append(h.s.ops, wop{off: size})
 	}
-	h.size = size
+	h.s.size = size
 }
 
 func resize(b []byte, size int64) []byte {
@@ -140,60 +167,91 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if e := h.n.m.ro(); e != 0 {
 		return 0, e
 	}
-	if err := h.mu.LockCtx(ctx); err != nil {
+	if err := h.s.mu.LockCtx(ctx); err != nil {
 		return 0, syscall.EINTR
 	}
-	defer h.mu.Unlock()
-	if h.flags&syscall.O_APPEND != 0 {
-		off = h.size
-	}
+	defer h.s.mu.Unlock()
+	// O_APPEND: the kernel has already put off at the end, and a write
+	// through a shared mapping (any writable handle) must stay where it is.
 	end := off + int64(len(data))
-	if h.rewrite || h.loaded {
-		if end > int64(len(h.content)) {
-			h.content = resize(h.content, end)
-		}
-		copy(h.content[off:], data)
+	if (h.s.rewrite || h.s.loaded) && end > h.n.m.opts.WholeFile {
+		h.spill()
 	}
-	if !h.rewrite {
+	if h.s.rewrite || h.s.loaded {
+		if end > int64(len(h.s.content)) {
+			h.s.content = resize(h.s.content, end)
+		}
+		copy(h.s.content[off:], data)
+	}
+	if !h.s.rewrite {
 		// Extend the last write when this one continues it.
-		if k := len(h.ops) - 1; k >= 0 && h.ops[k].data != nil && h.ops[k].off+int64(len(h.ops[k].data)) == off {
-			h.ops[k].data = append(h.ops[k].data, data...)
+		if k := len(h.s.ops) - 1; k >= 0 && h.s.ops[k].data != nil && h.s.ops[k].off+int64(len(h.s.ops[k].data)) == off {
+			h.s.ops[k].data = append(h.s.ops[k].data, data...)
 		} else {
-			h.ops = append(h.ops, wop{off: off, data: bytes.Clone(data)})
+			h.s.ops = append(h.s.ops, wop{off: off, data: bytes.Clone(data)})
 		}
 	}
-	h.size = max(h.size, end)
-	h.dirty = true
+	h.s.size = max(h.s.size, end)
+	h.s.dirty = true
+	if !h.s.rewrite && h.pending() > h.n.m.opts.WholeFile {
+		// Bound the memory a big write holds: send what we have.
+		if e := h.flushLocked(ctx); e != 0 {
+			return 0, e
+		}
+	}
 	return uint32(len(data)), 0
+}
+
+// spill turns a handle that holds the whole file in memory into one that
+// keeps only its writes, when the file grows past Options.WholeFile: a
+// sparse file of terabytes must not be held whole. h.s.mu is held.
+func (h *handle) spill() {
+	if h.s.rewrite {
+		// The file was created or truncated to zero: say so first.
+		h.s.ops = []wop{{off: 0}}
+		if len(h.s.content) > 0 {
+			h.s.ops = append(h.s.ops, wop{off: 0, data: h.s.content})
+		}
+	}
+	h.s.rewrite, h.s.loaded, h.s.content = false, false, nil
+}
+
+// pending is the number of bytes of unsent writes. h.s.mu is held.
+func (h *handle) pending() int64 {
+	var n int64
+	for _, op := range h.s.ops {
+		n += int64(len(op.data))
+	}
+	return n
 }
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if err := h.mu.LockCtx(ctx); err != nil {
+	if err := h.s.mu.LockCtx(ctx); err != nil {
 		return nil, syscall.EINTR
 	}
-	defer h.mu.Unlock()
-	if h.direct && !h.dirty {
+	defer h.s.mu.Unlock()
+	if h.direct && !h.s.dirty {
 		n, e := h.readStream(ctx, dest, off)
 		if e != 0 {
 			return nil, e
 		}
 		return fuse.ReadResultData(dest[:n]), 0
 	}
-	if off >= h.size {
+	if off >= h.s.size {
 		return fuse.ReadResultData(nil), 0
 	}
-	want := min(int64(len(dest)), h.size-off)
-	if !h.rewrite && !h.loaded && h.baseSize() <= h.n.m.opts.WholeFile {
+	want := min(int64(len(dest)), h.s.size-off)
+	if !h.s.rewrite && !h.s.loaded && max(h.baseSize(), h.s.size) <= h.n.m.opts.WholeFile {
 		if e := h.load(ctx); e != 0 {
 			return nil, e
 		}
 	}
-	if h.rewrite || h.loaded {
-		if off >= int64(len(h.content)) {
+	if h.s.rewrite || h.s.loaded {
+		if off >= int64(len(h.s.content)) {
 			return fuse.ReadResultData(nil), 0
 		}
-		k := copy(dest, h.content[off:min(off+want, int64(len(h.content)))])
+		k := copy(dest, h.s.content[off:min(off+want, int64(len(h.s.content)))])
 		return fuse.ReadResultData(dest[:k]), 0
 	}
 	// A large file: stream it, then lay the unsent writes over it.
@@ -203,7 +261,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, e
 	}
 	clear(buf[n:])
-	for _, op := range h.ops {
+	for _, op := range h.s.ops {
 		if op.data == nil {
 			if op.off < off+want {
 				clear(buf[max(op.off-off, 0):])
@@ -218,6 +276,30 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(buf), 0
 }
 
+// preserve loads the contents of in, a file about to lose its last
+// name, into its open handles (if it has any, and it is not too big), so
+// that they can go on reading it, as on a local disk.
+func preserve(ctx context.Context, in *fs.Inode) {
+	n, ok := in.Operations().(*node)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	ws := n.ws
+	n.mu.Unlock()
+	if ws == nil {
+		return
+	}
+	h := &handle{n: n, s: ws}
+	if ws.mu.LockCtx(ctx) != nil {
+		return
+	}
+	defer ws.mu.Unlock()
+	if !ws.rewrite && !ws.loaded && max(h.baseSize(), ws.size) <= n.m.opts.WholeFile {
+		h.load(ctx)
+	}
+}
+
 // baseSize is the size of the file on the server, as last seen.
 func (h *handle) baseSize() int64 {
 	d := h.n.dir()
@@ -227,8 +309,8 @@ func (h *handle) baseSize() int64 {
 	return d.Size()
 }
 
-// load reads the whole file into h.content and replays the unsent
-// writes over it. h.mu is held.
+// load reads the whole file into h.s.content and replays the unsent
+// writes over it. h.s.mu is held.
 func (h *handle) load(ctx context.Context) syscall.Errno {
 	rctx, cancel := h.n.m.rctx(ctx)
 	defer cancel()
@@ -236,7 +318,7 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	for _, op := range h.ops {
+	for _, op := range h.s.ops {
 		if op.data == nil {
 			b = resize(b, op.off)
 			continue
@@ -247,7 +329,7 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 		}
 		copy(b[op.off:], op.data)
 	}
-	h.content, h.loaded = resize(b, h.size), true
+	h.s.content, h.s.loaded = resize(b, h.s.size), true
 	return 0
 }
 
@@ -268,29 +350,44 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // (through a shared mapping) are sent.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	e := h.flush(ctx)
-	h.mu.Lock()
+	h.s.mu.Lock()
 	if h.rs != nil {
 		h.rs.stop()
 		h.rs = nil
 	}
-	h.content, h.ops = nil, nil
-	h.loaded, h.rewrite = false, false
-	h.mu.Unlock()
+	h.s.mu.Unlock()
 	h.n.mu.Lock()
-	delete(h.n.handles, h)
+	last := false
+	if h.s.refs--; h.s.refs == 0 && h.n.ws == h.s {
+		h.n.ws, last = nil, true
+	}
 	h.n.mu.Unlock()
+	if last {
+		h.n.m.setOpen(h.n, false)
+	}
 	return e
 }
 
 // flush sends the handle's writes and waits for the server.
 func (h *handle) flush(ctx context.Context) syscall.Errno {
-	if err := h.mu.LockCtx(ctx); err != nil {
+	if err := h.s.mu.LockCtx(ctx); err != nil {
 		return syscall.EINTR
 	}
-	defer h.mu.Unlock()
+	defer h.s.mu.Unlock()
+	return h.flushLocked(ctx)
+}
+
+// flushLocked is flush with h.s.mu held.
+func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 	m := h.n.m
+	if h.n.unlinked() {
+		// The file has no name left: its data goes nowhere, as on a
+		// local disk once the last descriptor is closed. Reads through
+		// the open handles still see it.
+		return 0
+	}
 	p := h.n.path()
-	if !h.dirty {
+	if !h.s.dirty {
 		if m.wb == nil && h.flags&fuse.O_ANYWRITE != 0 {
 			// Close-to-open: a file created without waiting exists on
 			// the server once close returns, even if nothing was written.
@@ -308,9 +405,9 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
 	var last zx.Reply
-	if h.rewrite {
-		data := h.content[:h.size]
-		last = <-m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.size)}, 0, bytes.NewReader(data))
+	if h.s.rewrite {
+		data := h.s.content[:h.s.size]
+		last = <-m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data))
 		m.wrote(last.Err)
 		if last.Err != nil {
 			return errno(last.Err)
@@ -318,7 +415,7 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 	} else {
 		// Pipelined: issue all, then wait for all, in order.
 		var rcs []<-chan zx.Reply
-		for _, op := range h.ops {
+		for _, op := range h.s.ops {
 			if op.data == nil {
 				rcs = append(rcs, m.t.Wstat(rctx, p, zx.Dir{zx.ASize: itoa(op.off)}))
 			} else {
@@ -335,17 +432,17 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 		if first != nil {
 			return errno(first)
 		}
-		h.ops = nil
+		h.s.ops = nil
 	}
-	h.dirty = false
+	h.s.dirty = false
 	if last.Dir != nil {
 		h.n.setDir(last.Dir)
 		h.n.mu.Lock()
 		h.n.kept = version(last.Dir) // the kernel's pages hold what we wrote
 		h.n.mu.Unlock()
-		h.size = last.Dir.Size()
-		if h.loaded || h.rewrite {
-			h.content = resize(h.content, h.size)
+		h.s.size = last.Dir.Size()
+		if h.s.loaded || h.s.rewrite {
+			h.s.content = resize(h.s.content, h.s.size)
 		}
 	}
 	m.refreshAttrs(h.n.EmbeddedInode())
@@ -353,16 +450,16 @@ func (h *handle) flush(ctx context.Context) syscall.Errno {
 }
 
 // writeBack journals the handle's writes and issues them without
-// waiting for the server (Options.WriteBack). h.mu is held.
+// waiting for the server (Options.WriteBack). h.s.mu is held.
 func (h *handle) writeBack(p string) syscall.Errno {
 	m := h.n.m
 	var ops []cache.Op
 	var data []byte
-	if h.rewrite {
-		data = h.content[:h.size]
-		ops = []cache.Op{{Whole: true, Len: h.size}}
+	if h.s.rewrite {
+		data = h.s.content[:h.s.size]
+		ops = []cache.Op{{Whole: true, Len: h.s.size}}
 	} else {
-		for _, op := range h.ops {
+		for _, op := range h.s.ops {
 			if op.data == nil {
 				ops = append(ops, cache.Op{Off: op.off, Trunc: true})
 				continue
@@ -371,15 +468,15 @@ func (h *handle) writeBack(p string) syscall.Errno {
 			data = append(data, op.data...)
 		}
 	}
-	if err := m.wb.Write(p, ops, data, h.size); err != nil {
+	if err := m.wb.Write(p, ops, data, h.s.size); err != nil {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return syscall.EIO
 	}
-	h.ops = nil
-	h.dirty = false
+	h.s.ops = nil
+	h.s.dirty = false
 	if d := h.n.dir(); d != nil {
 		nd := d.Clone()
-		nd.SetInt(zx.ASize, h.size)
+		nd.SetInt(zx.ASize, h.s.size)
 		nd.SetTime(zx.AMtime, time.Now())
 		h.n.setDir(nd)
 	}
@@ -415,7 +512,7 @@ func (s *rstream) stop() {
 }
 
 // readStream fills buf from offset off, reusing the stream when the read
-// continues it (or skips a little ahead). h.mu is held.
+// continues it (or skips a little ahead). h.s.mu is held.
 func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, syscall.Errno) {
 	m := h.n.m
 	const skip = 8 << 20

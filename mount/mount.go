@@ -95,6 +95,7 @@ type FS struct {
 	mu      sync.Mutex
 	inos    map[string]uint64
 	nextIno uint64
+	open    map[uint64]*node // open files, by local inode number
 	negs    map[negKey]bool
 
 	sfmu sync.Mutex // guards sf, sfAt
@@ -148,7 +149,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &FS{
 		dir: dir, t: t, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
-		inos: make(map[string]uint64), nextIno: 2, negs: make(map[negKey]bool),
+		inos: make(map[string]uint64), nextIno: 2, open: make(map[uint64]*node), negs: make(map[negKey]bool),
 		invalq: make(chan inv, 8192), invalOvf: make(chan struct{}, 1), done: make(chan struct{}),
 		since: time.Now(), flags: ctl.NewFlags("debug"),
 	}
@@ -333,10 +334,7 @@ func (m *FS) statfs(ctx context.Context) (zx.Dir, error) {
 
 // ino returns the local inode number for entry d at path p.
 func (m *FS) ino(d zx.Dir, p string) uint64 {
-	key := "p:" + p
-	if si := d[zx.AIno]; si != "" {
-		key = d.Type() + si
-	}
+	key := inoKey(d, p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, ok := m.inos[key]
@@ -354,6 +352,60 @@ func (m *FS) ino(d zx.Dir, p string) uint64 {
 		m.inos[key] = n
 	}
 	return n
+}
+
+func inoKey(d zx.Dir, p string) string {
+	if si := d[zx.AIno]; si != "" {
+		return d.Type() + si
+	}
+	return "p:" + p
+}
+
+// forgetIno forgets the server inode number of d, a file that went
+// away: the server may give it to another file, which must not get the
+// same local inode (go-fuse would take it for the same file).
+func (m *FS) forgetIno(d zx.Dir, p string) {
+	if d == nil || d.Int(zx.ANlink) > 1 {
+		return
+	}
+	m.mu.Lock()
+	delete(m.inos, inoKey(d, p))
+	m.mu.Unlock()
+}
+
+// rekey notes that the file with local inode ino, last seen as old, is
+// now nd (lfs gives a file a new inode when it replaces its contents), so
+// that it keeps its local inode number.
+func (m *FS) rekey(old, nd zx.Dir, p string, ino uint64) {
+	ok, nk := inoKey(old, p), inoKey(nd, p)
+	if old == nil || ok == nk {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inos[ok] == ino {
+		delete(m.inos, ok)
+	}
+	m.inos[nk] = ino
+}
+
+// setOpen registers (or forgets) n as a file with open handles.
+func (m *FS) setOpen(n *node, open bool) {
+	ino := n.StableAttr().Ino
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if open {
+		m.open[ino] = n
+	} else if m.open[ino] == n {
+		delete(m.open, ino)
+	}
+}
+
+// openNode returns the open file with local inode ino, or nil.
+func (m *FS) openNode(ino uint64) *node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.open[ino]
 }
 
 // rctx bounds a request's wait for the network.

@@ -20,10 +20,10 @@ type node struct {
 	fs.Inode
 	m *FS
 
-	mu      sync.Mutex
-	d       zx.Dir           // last entry seen
-	kept    string           // size/mtime of the data the kernel caches ("" none)
-	handles map[*handle]bool // open handles
+	mu   sync.Mutex
+	d    zx.Dir  // last entry seen
+	kept string  // size/mtime of the data the kernel caches ("" none)
+	ws   *wstate // shared by the open handles, nil if none
 }
 
 var (
@@ -53,10 +53,20 @@ func (n *node) path() string {
 	return "/" + n.Path(n.m.root.EmbeddedInode())
 }
 
+// unlinked reports whether n has no name left in the mount.
+func (n *node) unlinked() bool {
+	_, parent := n.Parent()
+	return parent == nil && n != n.m.root
+}
+
 func (n *node) setDir(d zx.Dir) {
 	n.mu.Lock()
+	old := n.d
 	n.d = d
 	n.mu.Unlock()
+	if old != nil && d != nil && old[zx.AIno] != d[zx.AIno] && n != n.m.root {
+		n.m.rekey(old, d, n.path(), n.StableAttr().Ino)
+	}
 }
 
 func (n *node) dir() zx.Dir {
@@ -86,11 +96,18 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 	m := n.m
 	ino := m.ino(d, p)
 	child := &node{m: m, d: d}
+	// go-fuse makes a new Inode here and, when the kernel already knows
+	// one with this inode number, uses that one instead (so hard links
+	// and repeated lookups get one inode).
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: stmode(d.Type()), Ino: ino})
-	if cn, ok := in.Operations().(*node); ok && cn != child {
-		cn.setDir(d) // an inode we had already (a hard link, or looked up again)
-	}
 	m.fill(d, ino, &out.Attr)
+	if on := m.openNode(ino); on != nil {
+		// Unsent writes make the file bigger than the server says.
+		if sz, dirty := on.dirtySize(); dirty {
+			out.Size = uint64(sz)
+			out.Blocks = (out.Size + 511) / 512
+		}
+	}
 	t := m.timeout()
 	out.SetEntryTimeout(t)
 	out.SetAttrTimeout(t)
@@ -168,58 +185,29 @@ func (n *node) pendingAttr(out *fuse.AttrOut) bool {
 	return true
 }
 
-// dirtySize returns the size seen through a handle with unsent writes.
+// dirtySize returns the size seen through the open handles when they
+// have unsent writes.
 func (n *node) dirtySize() (int64, bool) {
 	n.mu.Lock()
-	hs := make([]*handle, 0, len(n.handles))
-	for h := range n.handles {
-		hs = append(hs, h)
-	}
+	ws := n.ws
 	n.mu.Unlock()
-	for _, h := range hs {
-		h.mu.Lock()
-		sz, dirty := h.size, h.dirty
-		h.mu.Unlock()
-		if dirty {
-			return sz, true
-		}
+	if ws == nil {
+		return 0, false
 	}
-	return 0, false
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.size, ws.dirty
 }
 
-// writer returns n's only handle open for writing, if it has exactly one.
-func (n *node) writer() fs.FileHandle {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var w *handle
-	for h := range n.handles {
-		if h.flags&fuse.O_ANYWRITE != 0 {
-			if w != nil {
-				return nil
-			}
-			w = h
-		}
-	}
-	if w == nil {
-		return nil
-	}
-	return w
-}
-
-// flushAll sends the writes of every open handle of n.
+// flushAll sends the unsent writes of the open handles of n.
 func (n *node) flushAll(ctx context.Context) syscall.Errno {
 	n.mu.Lock()
-	hs := make([]*handle, 0, len(n.handles))
-	for h := range n.handles {
-		hs = append(hs, h)
-	}
+	ws := n.ws
 	n.mu.Unlock()
-	for _, h := range hs {
-		if e := h.flush(ctx); e != 0 {
-			return e
-		}
+	if ws == nil {
+		return 0
 	}
-	return 0
+	return (&handle{n: n, s: ws}).flush(ctx)
 }
 
 func (m *FS) ro() syscall.Errno {
@@ -251,15 +239,22 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		d.SetTime(zx.AAtime, at)
 	}
 	size, hasSize := in.GetSize()
-	if f == nil && hasSize && n.m.wb != nil {
-		// open(O_TRUNC) arrives as a truncation without a handle (go-fuse
-		// does not ask for atomic O_TRUNC): with write-back, give it to
-		// the handle just opened for writing, so it travels with the data.
-		f = n.writer()
-	}
-	if h, ok := f.(*handle); ok && hasSize {
-		h.truncate(int64(size))
-		hasSize = false
+	if hasSize {
+		// The open handles share the file's unsent writes: truncate
+		// there (the kernel does not always say through which handle;
+		// truncate(2) names none), and send it with them.
+		h, ok := f.(*handle)
+		if !ok {
+			n.mu.Lock()
+			if n.ws != nil {
+				h, ok = &handle{n: n, s: n.ws}, true
+			}
+			n.mu.Unlock()
+		}
+		if ok {
+			h.truncate(int64(size))
+			hasSize = false
+		}
 	}
 	if len(d) > 0 || hasSize {
 		// Unsent writes go first: a later flush would undo the change
@@ -352,7 +347,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	cn := in.Operations().(*node)
 	h := cn.newHandle(nd, flags)
-	h.rewrite, h.content = true, []byte{}
+	h.s.rewrite, h.s.content = true, []byte{}
 	cn.mu.Lock()
 	cn.kept = version(nd)
 	cn.mu.Unlock()
@@ -451,14 +446,21 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	case !dir && d.IsDir():
 		return syscall.EISDIR
 	}
+	if !dir && d.Int(zx.ANlink) <= 1 {
+		if ch := n.GetChild(name); ch != nil {
+			preserve(ctx, ch)
+		}
+	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
 	err = <-n.m.t.Remove(rctx, p)
 	n.m.wrote(err)
-	if err == nil {
-		n.m.freshNote(p, true)
+	if err != nil {
+		return errno(err)
 	}
-	return errno(err)
+	n.m.freshNote(p, true)
+	n.m.forgetIno(d, p)
+	return 0
 }
 
 // Unlink implements fs.NodeUnlinker.
@@ -501,15 +503,28 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno(err)
 		}
 	}
+	// The file a rename replaces goes away (the kernel looked it up
+	// already, so this costs nothing).
+	src, _ := n.m.stat(ctx, from)
+	replaced, _ := n.m.stat(ctx, to)
+	if replaced != nil && replaced.Type() == zx.TypeFile && replaced.Int(zx.ANlink) <= 1 {
+		if ch := newParent.EmbeddedInode().GetChild(newName); ch != nil {
+			preserve(ctx, ch)
+		}
+	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
 	err := <-n.m.t.Move(rctx, from, to)
 	n.m.wrote(err)
-	if err == nil {
-		n.m.freshNote(from, true)
-		n.m.freshNote(to, false)
+	if err != nil {
+		return errno(err)
 	}
-	return errno(err)
+	n.m.freshNote(from, true)
+	n.m.freshNote(to, false)
+	if replaced != nil && (src == nil || src[zx.AIno] != replaced[zx.AIno]) {
+		n.m.forgetIno(replaced, to)
+	}
+	return 0
 }
 
 // Statfs implements fs.NodeStatfser with the tree's numbers (zx.StatFSer),

@@ -247,8 +247,14 @@ func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Err
 	if !ok || !m.mayChange(ctx, pd, d) {
 		return 0, false
 	}
+	if !dir {
+		if in := m.lookupInode(p); in != nil {
+			preserve(ctx, in) // open handles keep reading it
+		}
+	}
 	bctx, done := m.bg(p)
 	m.awaitErr("remove", p, m.t.Remove(bctx, p), done)
+	m.forgetIno(d, p)
 	return 0, true
 }
 
@@ -345,8 +351,16 @@ func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (
 	if !ok1 || !ok2 || !m.mayChange(ctx, fpd, fd) || !m.mayChange(ctx, tpd, td) {
 		return 0, false
 	}
+	if td != nil {
+		if in := m.lookupInode(to); in != nil {
+			preserve(ctx, in)
+		}
+	}
 	bctx, done := m.bg(from, to)
 	m.awaitErr("move", from, m.t.Move(bctx, from, to), done, to)
+	if td != nil && td[zx.AIno] != fd[zx.AIno] {
+		m.forgetIno(td, to)
+	}
 	return 0, true
 }
 

@@ -560,3 +560,73 @@ func TestPOSIXOps(t *testing.T) {
 		})
 	})
 }
+
+// TestHugeSparse: files over 4 GiB, written sparsely (so the test is
+// cheap), through a new file, an existing one, ftruncate and O_APPEND.
+func TestHugeSparse(t *testing.T) {
+	forBackends(t, func(t *testing.T, e *env, disk string) {
+		const big = 5<<30 + 12345 // over 4 GiB, not aligned
+		f := e.p("huge")
+		w, err := os.Create(f)
+		must(t, err)
+		_, err = w.WriteAt([]byte("head"), 0)
+		must(t, err)
+		_, err = w.WriteAt([]byte("tail"), big)
+		must(t, err)
+		b := make([]byte, 4)
+		_, err = w.ReadAt(b, big)
+		must(t, err)
+		if string(b) != "tail" {
+			t.Fatalf("read back the unsent write: %q", b)
+		}
+		must(t, w.Close())
+		fi, err := os.Stat(f)
+		must(t, err)
+		if fi.Size() != big+4 {
+			t.Fatalf("size %d, want %d", fi.Size(), big+4)
+		}
+		r, err := os.Open(f)
+		must(t, err)
+		for _, c := range []struct {
+			off  int64
+			want string
+		}{{0, "head"}, {big, "tail"}, {4 << 30, "\x00\x00\x00\x00"}, {big - 2, "\x00\x00ta"}} {
+			n, err := r.ReadAt(b, c.off)
+			if n != 4 || string(b) != c.want {
+				t.Fatalf("read at %d: %q %v, want %q", c.off, b[:n], err, c.want)
+			}
+		}
+		must(t, r.Close())
+		// Append and ftruncate beyond 4 GiB on an existing file.
+		a, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		_, err = a.Write([]byte("more"))
+		must(t, err)
+		must(t, a.Truncate(6<<30))
+		must(t, a.Close())
+		fi, err = os.Stat(f)
+		must(t, err)
+		if fi.Size() != 6<<30 {
+			t.Fatalf("size after ftruncate %d", fi.Size())
+		}
+		r, err = os.Open(f)
+		must(t, err)
+		n, _ := r.ReadAt(b, big+4)
+		must(t, r.Close())
+		if string(b[:n]) != "more" {
+			t.Fatalf("appended: %q", b[:n])
+		}
+		if disk != "" {
+			var st syscall.Stat_t
+			must(t, syscall.Stat(filepath.Join(disk, "huge"), &st))
+			if st.Size != 6<<30 || st.Blocks*512 > 64<<20 {
+				t.Fatalf("on the disk: size %d, %d bytes allocated", st.Size, st.Blocks*512)
+			}
+		}
+		// O_TRUNC of the huge file, then a small rewrite.
+		must(t, os.WriteFile(f, []byte("small"), 0644))
+		if got := readFile(t, f); got != "small" {
+			t.Fatalf("after O_TRUNC: %q", got)
+		}
+	})
+}
