@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -78,7 +79,7 @@ func TestDifferential(t *testing.T) {
 			}
 			log = append(log, fmt.Sprintf("%d %s: %v", i, name, rs[1]))
 			if rs[0] != rs[1] {
-				start := max(0, len(log)-15)
+				start := max(0, len(log)-30)
 				if os.Getenv("ZX_SEED") != "" {
 					start = 0
 				}
@@ -286,32 +287,83 @@ func randomOp(rng *rand.Rand) (string, func(s *side) result) {
 			if !ok {
 				return result{errno: syscall.EBADF}
 			}
-			var st unix.Stat_t
-			if err := unix.Fstat(fd, &st); err != nil {
-				return res(err)
-			}
-			if st.Size < off+4096 {
-				return result{data: "short"}
-			}
-			fl, prot := unix.MAP_PRIVATE, unix.PROT_READ
-			if shared {
-				fl, prot = unix.MAP_SHARED, unix.PROT_READ|unix.PROT_WRITE
-			}
-			m, err := unix.Mmap(fd, off, 4096, prot, fl)
-			if err != nil {
-				return res(err)
-			}
-			defer unix.Munmap(m)
-			before := string(m[:64])
-			if shared {
-				copy(m[10:], data)
-				if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-					return res(err)
-				}
-			}
-			return result{data: before}
+			return mmapChild(fd, off, shared, data)
 		}
 	}
+}
+
+// mmapChild maps 4096 bytes of fd at off in a child process, returns the
+// first 64 and, if shared, writes data at 10 and msyncs. A child, because
+// a Go process that faults on a mapping of its own FUSE mount can
+// deadlock: the faulting thread cannot be stopped for the garbage
+// collector while the server's goroutines wait for it.
+func mmapChild(fd int, off int64, shared bool, data []byte) result {
+	dfd, err := unix.Dup(fd)
+	if err != nil {
+		return res(err)
+	}
+	f := os.NewFile(uintptr(dfd), "slot")
+	defer f.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ZX_MMAP_CHILD=%d,%v,%x", off, shared, data))
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return result{errno: syscall.EIO, data: err.Error()}
+	}
+	var r result
+	var e int
+	var d string
+	if _, err := fmt.Sscanf(string(out), "%d %x", &e, &d); err != nil {
+		fmt.Sscanf(string(out), "%d", &e)
+	}
+	r.errno, r.data = syscall.Errno(e), d
+	return r
+}
+
+// mmapChildMain is the child's side of mmapChild (see TestMain).
+func mmapChildMain(arg string) {
+	var off int64
+	var shared bool
+	var data []byte
+	fmt.Sscanf(strings.ReplaceAll(arg, ",", " "), "%d %t %x", &off, &shared, &data)
+	r := func() result {
+		fd := 3
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return res(err)
+		}
+		if st.Size < off+4096 {
+			return result{data: "short"}
+		}
+		fl, prot := unix.MAP_PRIVATE, unix.PROT_READ
+		if shared {
+			fl, prot = unix.MAP_SHARED, unix.PROT_READ|unix.PROT_WRITE
+		}
+		m, err := unix.Mmap(fd, off, 4096, prot, fl)
+		if err != nil {
+			return res(err)
+		}
+		defer unix.Munmap(m)
+		before := string(m[:64])
+		if shared {
+			copy(m[10:], data)
+			if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+				return res(err)
+			}
+		}
+		return result{data: before}
+	}()
+	fmt.Printf("%d %x\n", int(r.errno), r.data)
+}
+
+func TestMain(m *testing.M) {
+	if arg := os.Getenv("ZX_MMAP_CHILD"); arg != "" {
+		mmapChildMain(arg)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
 // treeOf describes the tree at root: every entry with its type, mode,

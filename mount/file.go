@@ -231,7 +231,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, syscall.EINTR
 	}
 	defer h.s.mu.Unlock()
-	if h.direct && !h.s.dirty {
+	if h.direct && !h.s.dirty && !h.s.loaded {
 		n, e := h.readStream(ctx, dest, off)
 		if e != 0 {
 			return nil, e

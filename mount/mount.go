@@ -96,7 +96,9 @@ type FS struct {
 	inos    map[string]uint64
 	nextIno uint64
 	open    map[uint64]*node // open files, by local inode number
-	negs    map[negKey]bool
+
+	provisional atomic.Uint64 // numbers provisional inode numbers (createAhead)
+	negs        map[negKey]bool
 
 	sfmu sync.Mutex // guards sf, sfAt
 	sf   zx.Dir

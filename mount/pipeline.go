@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -307,6 +308,10 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 		m.fresh[p] = &freshDir{d: nd, names: map[string]bool{}}
 		m.mu.Unlock()
 	}
+	// A provisional inode number of our own until the server's is known:
+	// keyed by path, a later file made at p could be taken for this one.
+	nd[zx.AIno] = "~" + strconv.FormatUint(m.provisional.Add(1), 10)
+	tmp := inoKey(nd, p)
 	bctx, done := m.bg(p)
 	rc := m.t.Put(bctx, p, d, 0, nil)
 	go func() {
@@ -324,7 +329,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 		// The file has the server's inode number from now on: keep the
 		// local one the kernel was given; and the kernel gets the
 		// server's attributes (owner, times) in place of our guess.
-		m.aliasIno(r.Dir, p)
+		m.aliasIno(r.Dir, tmp)
 		m.invalidate(p, cache.InvalAttr)
 	}()
 	return nd, true
@@ -417,19 +422,20 @@ func parentOf(p string) string {
 	return dir
 }
 
-// aliasIno makes the server's inode number of d, created at p, map to
-// the local number p was given before the server's was known.
-func (m *FS) aliasIno(d zx.Dir, p string) {
+// aliasIno makes the server's inode number of d map to the local number
+// its entry was given (under the provisional key tmp) before the server's
+// was known.
+func (m *FS) aliasIno(d zx.Dir, tmp string) {
 	si := d[zx.AIno]
 	if si == "" {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n, ok := m.inos["p:"+p]; ok {
+	if n, ok := m.inos[tmp]; ok {
 		if _, has := m.inos[d.Type()+si]; !has {
 			m.inos[d.Type()+si] = n
 		}
-		delete(m.inos, "p:"+p)
+		delete(m.inos, tmp)
 	}
 }
