@@ -3,6 +3,7 @@ package mount
 import (
 	"bytes"
 	"context"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,8 +22,9 @@ type handle struct {
 	n      *node
 	flags  uint32
 	s      *wstate
-	rs     *rstream // guarded by s.mu
-	direct bool     // read as a stream, whatever the size (see Open)
+	rmu    sync.Mutex // guards rs; taken after s.mu
+	rs     *rstream
+	direct bool // read as a stream, whatever the size (see Open)
 }
 
 // wstate is what the open handles of a file share. Reads of files up to
@@ -349,13 +351,17 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release implements fs.FileReleaser. Writes made after the last flush
 // (through a shared mapping) are sent.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	e := h.flush(ctx)
-	h.s.mu.Lock()
-	if h.rs != nil {
-		h.rs.stop()
-		h.rs = nil
+	// The read stream goes first, and without the shared lock: a flush
+	// by another handle may hold that lock waiting for its put, which
+	// the server orders after this stream's get.
+	h.rmu.Lock()
+	rs := h.rs
+	h.rs = nil
+	h.rmu.Unlock()
+	if rs != nil {
+		rs.stop()
 	}
-	h.s.mu.Unlock()
+	e := h.flush(ctx)
 	h.n.mu.Lock()
 	last := false
 	if h.s.refs--; h.s.refs == 0 && h.n.ws == h.s {
@@ -514,6 +520,8 @@ func (s *rstream) stop() {
 // readStream fills buf from offset off, reusing the stream when the read
 // continues it (or skips a little ahead). h.s.mu is held.
 func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, syscall.Errno) {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
 	m := h.n.m
 	const skip = 8 << 20
 	if h.rs != nil && (off < h.rs.off || off > h.rs.off+skip || h.rs.err != nil) {
