@@ -100,9 +100,10 @@ type FS struct {
 	provisional atomic.Uint64 // numbers provisional inode numbers (createAhead)
 	negs        map[negKey]bool
 
-	sfmu sync.Mutex // guards sf, sfAt
-	sf   zx.Dir
-	sfAt time.Time
+	sfmu   sync.Mutex // guards sf, sfAt
+	sf     zx.Dir
+	sfNone bool // the tree has no StatFS
+	sfAt   time.Time
 
 	invalq   chan inv
 	invalOvf chan struct{}
@@ -321,6 +322,9 @@ func (m *FS) timeout() time.Duration {
 func (m *FS) statfs(ctx context.Context) (zx.Dir, error) {
 	m.sfmu.Lock()
 	defer m.sfmu.Unlock()
+	if m.sfNone {
+		return nil, zx.ErrNotSupp
+	}
 	if m.sf != nil && time.Since(m.sfAt) < time.Second {
 		return m.sf, nil
 	}
@@ -328,6 +332,8 @@ func (m *FS) statfs(ctx context.Context) (zx.Dir, error) {
 	defer cancel()
 	r := <-zx.StatFS(rctx, m.t, "/")
 	if r.Err != nil {
+		// A tree that cannot tell will not learn: stop asking.
+		m.sfNone = zx.KindOf(r.Err) == zx.ErrNotSupp
 		return nil, r.Err
 	}
 	m.sf, m.sfAt = r.Dir, time.Now()

@@ -583,6 +583,29 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatal(got)
 		}
 	})
+	// The directory's own attributes (mtime, size) went stale with the
+	// create: one stat; the listing and the files' entries are kept.
+	step("ls -l of the directory again, and stat of each file", 1, func() {
+		out, err := exec.Command("ls", "-l", e.p("dir")).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " new\n") {
+			t.Fatalf("ls: %v: %s", err, out)
+		}
+		for _, name := range []string{"a", "b", "c", "d", "e", "new"} {
+			_, err := os.Stat(e.p("dir/" + name))
+			must(t, err)
+		}
+	})
+	step("a hard link", 1, func() {
+		must(t, os.Link(e.p("dir/b"), e.p("dir/b2")))
+	})
+	step("statfs", 1, func() {
+		var st syscall.Statfs_t
+		must(t, syscall.Statfs(e.dir, &st))
+	})
+	step("statfs again (the mount keeps it a second)", 0, func() {
+		var st syscall.Statfs_t
+		must(t, syscall.Statfs(e.dir, &st))
+	})
 }
 
 // TestUnmountServerGone: the server goes away; requests fail within the
