@@ -199,6 +199,9 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		MaxWrite:      1 << 20,
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
+		// Files read with direct I/O (zero-length ones, opened to read)
+		// can still be mapped, as on a local disk (kernels from 6.6).
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 	}
 	if opts.DefaultPermissions {
 		mo.Options = append(mo.Options, "default_permissions")

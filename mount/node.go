@@ -446,9 +446,15 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	case !dir && d.IsDir():
 		return syscall.EISDIR
 	}
-	if !dir && d.Int(zx.ANlink) <= 1 {
-		if ch := n.GetChild(name); ch != nil {
+	if ch := n.GetChild(name); ch != nil && !dir {
+		if d.Int(zx.ANlink) <= 1 {
 			preserve(ctx, ch)
+		} else if cn, ok := ch.Operations().(*node); ok {
+			// The file keeps another name, which the mount may not
+			// know: what was written through this one goes first.
+			if e := cn.flushAll(ctx); e != 0 {
+				return e
+			}
 		}
 	}
 	rctx, cancel := n.m.rctx(ctx)

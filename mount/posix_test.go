@@ -14,6 +14,7 @@ import (
 
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/mount"
 )
 
 // backend is a server tree to run mount tests against.
@@ -41,11 +42,15 @@ func serveLFS(t *testing.T) (string, string) {
 
 // forBackends runs f as a subtest with a fresh mount of each backend.
 func forBackends(t *testing.T, f func(t *testing.T, e *env, disk string)) {
+	forBackendsOpts(t, mount.Options{}, f)
+}
+
+func forBackendsOpts(t *testing.T, opts mount.Options, f func(t *testing.T, e *env, disk string)) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			canMount(t)
 			addr, disk := b.serve(t)
-			f(t, mnt(t, setup{addr: addr}), disk)
+			f(t, mnt(t, setup{addr: addr, opts: opts}), disk)
 		})
 	}
 }
