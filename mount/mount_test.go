@@ -598,14 +598,16 @@ func TestRoundTrips(t *testing.T) {
 	step("a hard link", 1, func() {
 		must(t, os.Link(e.p("dir/b"), e.p("dir/b2")))
 	})
-	step("statfs", 1, func() {
+	statfs := func() {
 		var st syscall.Statfs_t
-		must(t, syscall.Statfs(e.dir, &st))
-	})
-	step("statfs again (the mount keeps it a second)", 0, func() {
-		var st syscall.Statfs_t
-		must(t, syscall.Statfs(e.dir, &st))
-	})
+		err := syscall.Statfs(e.dir, &st)
+		for err == syscall.EINTR { // a signal to this process (os retries too)
+			err = syscall.Statfs(e.dir, &st)
+		}
+		must(t, err)
+	}
+	step("statfs", 1, statfs)
+	step("statfs again (the mount keeps it a second)", 0, statfs)
 }
 
 // TestUnmountServerGone: the server goes away; requests fail within the
