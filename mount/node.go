@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +95,19 @@ func (m *FS) stat(ctx context.Context, p string) (zx.Dir, error) {
 // newChild returns the inode for entry d, a child of n.
 func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.EntryOut) *fs.Inode {
 	m := n.m
+	if si := d[zx.AIno]; si != "" && !strings.HasPrefix(si, "~") {
+		// The entry the kernel has here may be one created without
+		// waiting, with a provisional number: this is that file, now
+		// with the server's number; it keeps its inode (a directory
+		// with two inodes makes the kernel fail a rename with ESTALE).
+		if in := n.GetChild(path.Base(p)); in != nil {
+			if cn, ok := in.Operations().(*node); ok {
+				if od := cn.dir(); od != nil && strings.HasPrefix(od[zx.AIno], "~") && od.Type() == d.Type() {
+					m.rekey(od, d, p, in.StableAttr().Ino)
+				}
+			}
+		}
+	}
 	ino := m.ino(d, p)
 	child := &node{m: m, d: d}
 	// go-fuse makes a new Inode here and, when the kernel already knows
