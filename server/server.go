@@ -123,7 +123,7 @@ type Server struct {
 	reqs              ctl.Counts
 	flags             *ctl.Flags
 	baseLevel         slog.Level // LogLevel's level with verbose and debug off
-	bytesIn, bytesOut int64 // of connections that ended; guarded by mu
+	bytesIn, bytesOut int64      // of connections that ended; guarded by mu
 }
 
 // New returns a server for trees, keyed by name. Requests that name no tree
