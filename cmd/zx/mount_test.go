@@ -198,3 +198,35 @@ func mountCrash(t *testing.T, withDir bool) {
 		t.Fatalf("journal after replay: %v", recs)
 	}
 }
+
+// TestUmountPending: zx umount refuses, saying so, while written-back
+// data cannot reach the server; --force unmounts and keeps it journaled.
+func TestUmountPending(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	addr := serve(t, srvDir)
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{})
+	must(t, err)
+	defer p.Close()
+	mnt, cdir := t.TempDir(), t.TempDir()
+	zxMount(t, "--writeback", "--timeout", "1s", "--cache-dir", cdir, "zx://"+p.Addr()+"/", mnt)
+	must(t, os.WriteFile(filepath.Join(mnt, "f"), nil, 0o644))
+	runZX(t, "", "sync", mnt).want(t, 0, "zx sync")
+	p.Stall(time.Hour) // the server is unreachable from now on
+	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("pending"), 0o644))
+	r := runZX(t, "", "umount", mnt).want(t, 1, "zx umount with data pending")
+	if !strings.Contains(r.stderr, "not unmounted") || !strings.Contains(r.stderr, "journal") {
+		t.Errorf("zx umount said %q", r.stderr)
+	}
+	if !mounted(mnt) {
+		t.Fatal("zx umount refused but unmounted")
+	}
+	runZX(t, "", "sync", mnt).want(t, 1, "zx sync with the server unreachable")
+	runZX(t, "", "umount", "--force", mnt).want(t, 0, "zx umount --force")
+	if mounted(mnt) {
+		t.Fatal("still mounted after zx umount --force")
+	}
+	if recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec")); len(recs) != 1 {
+		t.Fatalf("journal after a forced unmount: %v, want the pending record", recs)
+	}
+}
