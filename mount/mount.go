@@ -348,14 +348,20 @@ func (m *FS) ino(d zx.Dir, p string) uint64 {
 	key := inoKey(d, p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, ok := m.inos[key]
-	if !ok && key != "p:"+p {
+	var n uint64
+	ok := false
+	if key != "p:"+p {
 		// Created without waiting, the file got a number by its path
-		// before its server inode was known (pipeline.go): keep it.
+		// before its server inode was known (pipeline.go): keep it. A
+		// number the server's inode had before belonged to a file now
+		// gone (the server reused it).
 		if n, ok = m.inos["p:"+p]; ok {
 			delete(m.inos, "p:"+p)
 			m.inos[key] = n
 		}
+	}
+	if !ok {
+		n, ok = m.inos[key]
 	}
 	if !ok {
 		n = m.nextIno

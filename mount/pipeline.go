@@ -330,7 +330,12 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 		// local one the kernel was given; and the kernel gets the
 		// server's attributes (owner, times) in place of our guess.
 		m.aliasIno(r.Dir, tmp)
-		m.invalidate(p, cache.InvalAttr)
+		if r.Dir[zx.AUid] != nd[zx.AUid] || r.Dir[zx.AGid] != nd[zx.AGid] || r.Dir[zx.AMode] != nd[zx.AMode] {
+			// Guessed wrong (the server chose the owner): the kernel
+			// asks again. (Times differ by a little, as a local file
+			// system's would from the clock at the server.)
+			m.invalidate(p, cache.InvalAttr)
+		}
 	}()
 	return nd, true
 }
@@ -433,9 +438,9 @@ func (m *FS) aliasIno(d zx.Dir, tmp string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n, ok := m.inos[tmp]; ok {
-		if _, has := m.inos[d.Type()+si]; !has {
-			m.inos[d.Type()+si] = n
-		}
+		// Also when the server's number is mapped already: it belonged
+		// to a file now gone (the server reused it).
+		m.inos[d.Type()+si] = n
 		delete(m.inos, tmp)
 	}
 }

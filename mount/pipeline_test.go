@@ -157,10 +157,12 @@ func TestPipelinedTree(t *testing.T) {
 	}
 	n := e.conn.Stats().RoundTrips - rt
 	t.Logf("4 directories and 12 files with write-back at 200 ms RTT: %d round trips", n)
-	// Waiting for each would take 16 or more; a late change notice of an
-	// earlier change can cost one.
-	if n > 3 {
-		t.Errorf("took %d round trips, want at most 3", n)
+	// Waiting for each would take 16 or more. Typically 1; but when a
+	// reply or a change notice arrives midway (a loaded machine), the
+	// kernel asks for a new directory's attributes, and the cache then
+	// waits for the writes in flight below it: one round trip each.
+	if n > 5 {
+		t.Errorf("took %d round trips, want at most 5", n)
 	}
 	must(t, e.m.Sync(context.Background()))
 	for _, f := range files {
