@@ -62,54 +62,61 @@ func TestDifferential(t *testing.T) {
 	// that is then unlinked, while the file keeps another name, do not
 	// reach the file (zx addresses files by path; see docs/cache.md).
 	// Links are tested in TestPOSIXOps and TestErrno.
-	// NoPipeline: with changes pipelined (mkdir, create, chmod, unlink,
-	// rename not waiting for the server) this test still finds rare
-	// divergences (about 1 run in 30); ZX_PIPELINE=1 runs it that way.
-	forBackendsOpts(t, mount.Options{NoPipeline: os.Getenv("ZX_PIPELINE") == ""}, func(t *testing.T, e *env, disk string) {
-		mdir, ldir := e.p("t"), filepath.Join(t.TempDir(), "t")
-		must(t, os.Mkdir(mdir, 0755))
-		must(t, os.Mkdir(ldir, 0755))
-		sides := [2]*side{{root: mdir, fds: map[int]int{}}, {root: ldir, fds: map[int]int{}}}
-		defer func() {
-			for _, s := range sides {
-				for _, fd := range s.fds {
-					unix.Close(fd)
+	// Both modes: changes pipelined (mkdir, create, chmod, unlink, rename
+	// not waiting for the server when the cache knows the outcome: the
+	// default) and every change waiting for its reply.
+	for _, mode := range []struct {
+		name string
+		opts mount.Options
+	}{{"pipelined", mount.Options{}}, {"waiting", mount.Options{NoPipeline: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			forBackendsOpts(t, mode.opts, func(t *testing.T, e *env, disk string) {
+				mdir, ldir := e.p("t"), filepath.Join(t.TempDir(), "t")
+				must(t, os.Mkdir(mdir, 0755))
+				must(t, os.Mkdir(ldir, 0755))
+				sides := [2]*side{{root: mdir, fds: map[int]int{}}, {root: ldir, fds: map[int]int{}}}
+				defer func() {
+					for _, s := range sides {
+						for _, fd := range s.fds {
+							unix.Close(fd)
+						}
+					}
+				}()
+				rng := rand.New(rand.NewPCG(seed, 1))
+				var log []string
+				const nops = 1500
+				for i := range nops {
+					name, op := randomOp(rng)
+					var rs [2]result
+					for k, s := range sides {
+						rs[k] = op(s)
+					}
+					log = append(log, fmt.Sprintf("%d %s: %v", i, name, rs[1]))
+					if rs[0] != rs[1] {
+						start := max(0, len(log)-30)
+						if os.Getenv("ZX_SEED") != "" {
+							start = 0
+						}
+						t.Fatalf("seed %d, op %d %s:\n mount: %v\n local: %v\nlast operations:\n%s", seed, i, name, rs[0], rs[1], strings.Join(log[start:], "\n"))
+					}
 				}
-			}
-		}()
-		rng := rand.New(rand.NewPCG(seed, 1))
-		var log []string
-		const nops = 1500
-		for i := range nops {
-			name, op := randomOp(rng)
-			var rs [2]result
-			for k, s := range sides {
-				rs[k] = op(s)
-			}
-			log = append(log, fmt.Sprintf("%d %s: %v", i, name, rs[1]))
-			if rs[0] != rs[1] {
-				start := max(0, len(log)-30)
-				if os.Getenv("ZX_SEED") != "" {
-					start = 0
+				for _, s := range sides {
+					for slot, fd := range s.fds {
+						must(t, unix.Close(fd))
+						delete(s.fds, slot)
+					}
 				}
-				t.Fatalf("seed %d, op %d %s:\n mount: %v\n local: %v\nlast operations:\n%s", seed, i, name, rs[0], rs[1], strings.Join(log[start:], "\n"))
-			}
-		}
-		for _, s := range sides {
-			for slot, fd := range s.fds {
-				must(t, unix.Close(fd))
-				delete(s.fds, slot)
-			}
-		}
-		mt, lt := treeOf(t, mdir), treeOf(t, ldir)
-		if mt != lt {
-			if os.Getenv("ZX_SEED") != "" {
-				t.Log(strings.Join(log, "\n"))
-			}
-			t.Fatalf("seed %d: trees differ after %d operations:\nmount:\n%s\nlocal:\n%s", seed, nops, mt, lt)
-		}
-		t.Logf("%d operations, trees equal:\n%s", nops, mt)
-	})
+				mt, lt := treeOf(t, mdir), treeOf(t, ldir)
+				if mt != lt {
+					if os.Getenv("ZX_SEED") != "" {
+						t.Log(strings.Join(log, "\n"))
+					}
+					t.Fatalf("seed %d: trees differ after %d operations:\nmount:\n%s\nlocal:\n%s", seed, nops, mt, lt)
+				}
+				t.Logf("%d operations, trees equal:\n%s", nops, mt)
+			})
+		})
+	}
 }
 
 var (

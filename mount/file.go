@@ -37,7 +37,7 @@ type handle struct {
 //
 // Lock order: wstate.mu, then node.mu.
 type wstate struct {
-	mu      muCtx
+	mu      sync.Mutex
 	refs    int   // open handles, guarded by node.mu
 	size    int64 // size as seen through the handles
 	rewrite bool  // content is the whole new file, to be sent whole
@@ -67,7 +67,6 @@ func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
 	fresh := ws == nil
 	if fresh {
 		ws = &wstate{size: d.Size()}
-		ws.mu.init()
 		n.ws = ws
 	}
 	ws.refs++
@@ -169,9 +168,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if e := h.n.m.ro(); e != 0 {
 		return 0, e
 	}
-	if err := h.s.mu.LockCtx(ctx); err != nil {
-		return 0, syscall.EINTR
-	}
+	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
 	defer h.s.mu.Unlock()
 	// O_APPEND: the kernel has already put off at the end, and a write
 	// through a shared mapping (any writable handle) must stay where it is.
@@ -229,9 +226,7 @@ func (h *handle) pending() int64 {
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if err := h.s.mu.LockCtx(ctx); err != nil {
-		return nil, syscall.EINTR
-	}
+	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
 	defer h.s.mu.Unlock()
 	if h.direct && !h.s.dirty && !h.s.loaded {
 		n, e := h.readStream(ctx, dest, off)
@@ -293,9 +288,7 @@ func preserve(ctx context.Context, in *fs.Inode) {
 		return
 	}
 	h := &handle{n: n, s: ws}
-	if ws.mu.LockCtx(ctx) != nil {
-		return
-	}
+	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if !ws.rewrite && !ws.loaded && max(h.baseSize(), ws.size) <= n.m.opts.WholeFile {
 		h.load(ctx)
@@ -376,9 +369,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 
 // flush sends the handle's writes and waits for the server.
 func (h *handle) flush(ctx context.Context) syscall.Errno {
-	if err := h.s.mu.LockCtx(ctx); err != nil {
-		return syscall.EINTR
-	}
+	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
 	defer h.s.mu.Unlock()
 	return h.flushLocked(ctx)
 }
@@ -583,22 +574,4 @@ func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, sy
 		n += k
 	}
 	return n, 0
-}
-
-// muCtx is a mutex whose Lock can give up when a context is done.
-type muCtx struct{ c chan struct{} }
-
-func (m *muCtx) init() { m.c = make(chan struct{}, 1) }
-
-func (m *muCtx) Lock() { m.c <- struct{}{} }
-
-func (m *muCtx) Unlock() { <-m.c }
-
-func (m *muCtx) LockCtx(ctx context.Context) error {
-	select {
-	case m.c <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -425,14 +425,22 @@ func (m *FS) openNode(ino uint64) *node {
 	return m.open[ino]
 }
 
-// rctx bounds a request's wait for the network.
+// rctx bounds a request's wait for the network by the mount's timeout,
+// and only by it: the kernel's interrupts are not honoured. The kernel
+// interrupts a request whenever the caller gets any signal, and Go
+// programs get one every few milliseconds under load (preemption); a
+// change already sent is applied by the server whatever the caller does,
+// so answering EINTR would report a failure that did not happen. Linux's
+// NFS client ignores all but fatal signals for the same reason; a caller
+// killed by a fatal signal waits for the reply in the kernel, at most the
+// timeout.
 func (m *FS) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c, ok := ctx.(*fuse.Context); ok {
 		// Requests say which local user they are for: a server
 		// honours it for a key trusted to speak for several users.
 		ctx = zx.WithCaller(ctx, zx.Caller{Uid: int(c.Caller.Owner.Uid), Gid: int(c.Caller.Owner.Gid)})
 	}
-	return context.WithTimeout(ctx, m.opts.Timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), m.opts.Timeout)
 }
 
 // errno translates err, logging surprises.

@@ -428,10 +428,12 @@ func TestExec(t *testing.T) {
 	b, err := os.ReadFile(src)
 	must(t, err)
 	must(t, os.WriteFile(e.p("true"), b, 0755))
-	// A shell runs it, not this process: while a vforked child's execve
-	// waits on this process's FUSE replies, the forking thread holds
-	// syscall.ForkLock, and this test once hung there. A user's shell
-	// is never the process serving the mount.
+	// A shell runs it, not this process: until a child of this process
+	// execs, the forking thread, which serves the mount, is stopped
+	// holding its P, and a garbage collection starting meanwhile waits
+	// for it while the child's execve waits for the mount: this test
+	// once hung so. A user's shell is never the process serving the
+	// mount.
 	if out, err := exec.Command("/bin/sh", "-c", `exec "$0"`, e.p("true")).CombinedOutput(); err != nil {
 		t.Fatalf("running a binary from the mount: %v: %s", err, out)
 	}

@@ -31,8 +31,17 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	// The child must not touch the mount between fork and exec (a
+	// chdir there, cmd.Dir): until it execs, the forking thread of this
+	// process, which serves the mount, is stopped holding its P, and a
+	// garbage collection starting meanwhile waits for it while the child
+	// waits for the mount: a deadlock (seen once, a 10-minute hang). A
+	// shell from the local disk changes directory after its exec instead.
+	if dir != "" {
+		args = append([]string{"-c", `cd "$0" && exec "$@"`, dir, name}, args...)
+		name = "/bin/sh"
+	}
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
