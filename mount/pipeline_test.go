@@ -26,7 +26,6 @@ import (
 func TestPipelined(t *testing.T) {
 	srvDir := t.TempDir()
 	e := wbMount(t, wbSetup{srvDir: srvDir})
-	e.proxy.SetConfig(wan.Config{RTT: 200 * time.Millisecond})
 	must(t, os.Mkdir(e.p("d"), 0o755))
 	for i := range 20 {
 		must(t, os.WriteFile(e.p(fmt.Sprintf("d/f%02d", i)), []byte("x"), 0o644))
@@ -36,6 +35,7 @@ func TestPipelined(t *testing.T) {
 	if _, err := os.ReadDir(e.p("d")); err != nil {
 		t.Fatal(err)
 	}
+	e.proxy.SetConfig(wan.Config{RTT: 200 * time.Millisecond})
 	rt := e.conn.Stats().RoundTrips
 	for i := range 20 {
 		must(t, os.Remove(e.p(fmt.Sprintf("d/f%02d", i))))
