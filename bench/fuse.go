@@ -490,7 +490,10 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 			return objs, int64(fx.cFiles + 2)
 		},
 		check: func() error {
-			out, err := exec.Command(filepath.Join(cproj, "prog")).Output()
+			// Through a shell: this process serves the zx mount, and
+			// a child of it must not touch the mount before its exec
+			// (a garbage collection during the fork deadlocks).
+			out, err := exec.Command("/bin/sh", "-c", `exec "$0"`, filepath.Join(cproj, "prog")).Output()
 			if err != nil || len(strings.TrimSpace(string(out))) == 0 {
 				return fmt.Errorf("the program built does not run: %v", err)
 			}
