@@ -235,12 +235,20 @@ func writeDiskFile(dir, name string, h *dheader, data []byte) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(dir, name, diskMagic, hdr, data)
+}
+
+// writeFileAtomic writes magic, the header line hdr and data to dir/name,
+// through a temporary in dir that is fsynced and renamed into place, so
+// after a crash the file is either whole or absent (the on-disk rule of
+// the disk cache and of the write-back journal).
+func writeFileAtomic(dir, name, magic string, hdr, data []byte) error {
 	f, err := os.CreateTemp(dir, "tmp-*")
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 256<<10)
-	w.WriteString(diskMagic)
+	w.WriteString(magic)
 	w.Write(hdr)
 	w.WriteByte('\n')
 	w.Write(data)

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -83,35 +82,17 @@ func (j *journal) write(r *record, data []byte) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(j.dir, "tmp-*")
-	if err != nil {
-		return fmt.Errorf("write-back journal: %w", err)
-	}
-	tmp := f.Name()
-	w := bufio.NewWriterSize(f, 256<<10)
-	w.WriteString(journalMagic)
-	w.Write(hdr)
-	w.WriteByte('\n')
-	w.Write(data)
-	err = w.Flush()
+	name := recName(r.Seq)
+	err = writeFileAtomic(j.dir, name, journalMagic, hdr, data)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	name := filepath.Join(j.dir, recName(r.Seq))
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err == nil {
+		// The record survives a crash only once its name does.
 		err = syncDir(j.dir)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		os.Remove(filepath.Join(j.dir, name))
 		return fmt.Errorf("write-back journal: %w", err)
 	}
-	r.file = name
+	r.file = filepath.Join(j.dir, name)
 	r.dataOff = int64(len(journalMagic) + len(hdr) + 1)
 	return nil
 }
