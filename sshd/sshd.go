@@ -115,6 +115,9 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	}
 	s.User = u
 	conf := filepath.Join(dir, "sshd_config")
+	// MaxStartups: sshd's default (10:30:100) drops new connections at
+	// random once ten are unauthenticated, which a loaded test machine
+	// reaches ("kex_exchange_identification: Connection reset by peer").
 	text := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
 HostKey %s
@@ -127,6 +130,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 UseDNS no
 StrictModes no
+MaxStartups 1000
 LogLevel ERROR
 Subsystem sftp %s
 `, s.Port, hostKey, auth, sftp)
