@@ -39,6 +39,18 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 		ec := w.Watch(c.ctx, "/")
 		up := false
 		for ev := range ec {
+			if ev.Err != nil && !up && !readyOnce && zx.KindOf(ev.Err) == zx.ErrNotSupp {
+				// The tree cannot watch (a dump store, say): asking
+				// again would only drop the cache each time. The
+				// coherency window it is, for the life of the cache.
+				c.log.Info("cache: the tree cannot watch; using the coherency window", "err", ev.Err)
+				go func() {
+					for range ec {
+					}
+				}()
+				close(c.ready)
+				return
+			}
 			if ev.Err != nil {
 				c.log.Warn("cache: watch failed", "err", ev.Err)
 				break
