@@ -26,48 +26,7 @@ func pair(t *testing.T, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
 // pair2 is pair with different configurations for client and server.
 func pair2(t *testing.T, ccfg, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	sc := make(chan *Conn, 1)
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			sc <- nil
-			return
-		}
-		sc <- Server(nc, cfg)
-	}()
-	nc, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := Client(nc, ccfg)
-	srv := <-sc
-	if srv == nil {
-		t.Fatal("accept failed")
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			st, err := srv.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); handle(st) }()
-		}
-	}()
-	t.Cleanup(func() {
-		cli.Close()
-		srv.Close()
-		wg.Wait()
-	})
-	return cli, srv
+	return pairWith(t, ccfg, cfg, nil, handle)
 }
 
 // request is a test request: the server sends n bytes in chunks of size c.
