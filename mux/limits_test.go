@@ -205,13 +205,8 @@ func TestWriteTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.(*net.TCPConn).SetReadBuffer(64 << 10)
-	select {
-	case <-srv.Done():
-		if !errors.Is(srv.Err(), zx.ErrTimeout) {
-			t.Fatalf("server ended with %v, want a timeout", srv.Err())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("server kept a connection whose peer does not read")
+	if err := ended(t, srv, 20*time.Second, "server kept a connection whose peer does not read"); !errors.Is(err, zx.ErrTimeout) {
+		t.Fatalf("server ended with %v, want a timeout", err)
 	}
 	if _, out := srv.Buffered(); out != 0 {
 		t.Errorf("closed connection still accounts %d bytes out", out)
@@ -235,13 +230,8 @@ func TestIdleTimeout(t *testing.T) {
 	if srv.Err() != nil {
 		t.Fatalf("busy connection closed: %v", srv.Err())
 	}
-	select {
-	case <-cli.Done():
-		if !errors.Is(cli.Err(), zx.ErrTimeout) || !strings.Contains(cli.Err().Error(), "idle") {
-			t.Fatalf("client conn ended with %v, want an idle timeout", cli.Err())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("idle connection not closed")
+	if err := ended(t, cli, 5*time.Second, "idle connection not closed"); !errors.Is(err, zx.ErrTimeout) || !strings.Contains(err.Error(), "idle") {
+		t.Fatalf("client conn ended with %v, want an idle timeout", err)
 	}
 }
 

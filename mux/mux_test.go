@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -15,19 +14,6 @@ import (
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/proto"
 )
-
-// pair returns a client and server connected over loopback TCP, with the
-// server running handle for every stream.
-func pair(t *testing.T, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
-	t.Helper()
-	return pair2(t, cfg, cfg, handle)
-}
-
-// pair2 is pair with different configurations for client and server.
-func pair2(t *testing.T, ccfg, cfg Config, handle func(*Stream)) (*Conn, *Conn) {
-	t.Helper()
-	return pairWith(t, ccfg, cfg, nil, handle)
-}
 
 // request is a test request: the server sends n bytes in chunks of size c.
 func request(n, c int) []byte {
@@ -269,57 +255,6 @@ func TestRoundTripCount(t *testing.T) {
 	}
 }
 
-// rawConn dials a server conn and returns the raw socket, after sending a
-// hello.
-func rawServer(t *testing.T, cfg Config) (net.Conn, *Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	sc := make(chan *Conn, 1)
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			sc <- nil
-			return
-		}
-		sc <- Server(nc, cfg)
-	}()
-	nc, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := <-sc
-	t.Cleanup(func() { nc.Close(); srv.Close() })
-	hello := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
-	if _, err := nc.Write(hello); err != nil {
-		t.Fatal(err)
-	}
-	return nc, srv
-}
-
-// goaway reads frames from nc until a goaway, and returns its error.
-func goaway(t *testing.T, nc net.Conn) *zx.Error {
-	t.Helper()
-	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var hdr [proto.HeaderSize]byte
-	for {
-		h, p, err := proto.ReadFrame(nc, hdr[:])
-		if err != nil {
-			t.Fatalf("no goaway before %v", err)
-		}
-		if h.Type == proto.FGoaway {
-			e, err := proto.ParseError(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
-		}
-	}
-}
-
 func TestMalformedFrames(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -337,39 +272,15 @@ func TestMalformedFrames(t *testing.T) {
 		{"second hello", proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1})), zx.ErrProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, srv := rawServer(t, Config{})
-			nc.Write(tc.frame)
-			e := goaway(t, nc)
-			if e.Kind != tc.kind {
+			if e := refused(t, Config{}, tc.frame); e.Kind != tc.kind {
 				t.Fatalf("goaway %v (kind %d), want kind %d", e, e.Kind, tc.kind)
-			}
-			select {
-			case <-srv.Done():
-			case <-time.After(5 * time.Second):
-				t.Fatal("server kept the connection")
 			}
 		})
 	}
 }
 
 func TestNotAPeer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	sc := make(chan *Conn, 1)
-	go func() {
-		nc, _ := l.Accept()
-		sc <- Server(nc, Config{})
-	}()
-	nc, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	srv := <-sc
-	defer srv.Close()
+	nc, _ := dial(t, Config{}, nil)
 	nc.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	e := goaway(t, nc)
 	if e.Kind != zx.ErrProtocol {
@@ -379,15 +290,9 @@ func TestNotAPeer(t *testing.T) {
 
 func TestDeadPeer(t *testing.T) {
 	// The raw peer says hello and then nothing, not even to pings.
-	nc, srv := rawServer(t, Config{KeepAlive: 100 * time.Millisecond, Timeout: 300 * time.Millisecond})
-	_ = nc
-	select {
-	case <-srv.Done():
-		if !errors.Is(srv.Err(), zx.ErrTimeout) {
-			t.Fatalf("err = %v, want ErrTimeout", srv.Err())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("dead peer not detected")
+	_, srv := rawServer(t, Config{KeepAlive: 100 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	if err := ended(t, srv, 10*time.Second, "dead peer not detected"); !errors.Is(err, zx.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 }
 

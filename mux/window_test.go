@@ -2,7 +2,6 @@ package mux
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -16,44 +15,8 @@ import (
 // Compression is off: the test data compresses so well that the
 // connection window would never limit the sender.
 func TestWindowGrowsToBDP(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	p, err := wan.Listen("127.0.0.1:0", l.Addr().String(), wan.Config{RTT: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sc := make(chan *Conn, 1)
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			sc <- nil
-			return
-		}
-		srv := Server(nc, Config{Compression: CompressOff})
-		sc <- srv
-		for {
-			st, err := srv.Accept()
-			if err != nil {
-				return
-			}
-			go sender(st)
-		}
-	}()
-	nc, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := Client(nc, Config{Compression: CompressOff})
-	defer cli.Close()
-	srv := <-sc
-	if srv == nil {
-		t.Fatal("accept failed")
-	}
-	defer srv.Close()
+	off := Config{Compression: CompressOff}
+	cli, _ := pairWith(t, off, off, &wan.Config{RTT: 20 * time.Millisecond}, sender)
 
 	ctx := context.Background()
 	if _, err := cli.Ping(ctx); err != nil {
