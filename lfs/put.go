@@ -115,6 +115,13 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		// A file with other names (hard links) is truncated in place, as
 		// open(O_TRUNC) does: replacing it would split it from them.
 		if !exists || a.size == 0 && st.Nlink <= 1 {
+			if exists && a.mode < 0 {
+				// The new file takes the old one's mode, less the
+				// set-id bits this writer clears.
+				if m := killSetID(ctx, st.Mode&07777); m != st.Mode&07777 {
+					a.mode = int64(m)
+				}
+			}
 			return f.replace(ctx, pd.fd, name, p, a, exists, &st, off, data)
 		}
 		return f.update(ctx, pd.fd, name, p, a, &st, off, data)
@@ -156,6 +163,26 @@ func ownByCaller(ctx context.Context, a *attrs) {
 	if a.gid < 0 && c.Gid >= 0 {
 		a.gid = c.Gid
 	}
+}
+
+// killSetID returns mode less the set-user-ID bit, and the set-group-ID
+// bit if the file is group-executable, when the request acts for a user
+// other than root (zx.CallerFrom): Linux clears them so when a process
+// without CAP_FSETID writes to or truncates a file, but the server, running
+// as root, has it, so its kernel would keep them for a user who could not.
+// A set-group-ID file that is not group-executable keeps its bit: Linux
+// clears it only for a writer outside the file's group, and the server
+// does not know the user's other groups (FUSE's kernel side keeps it too).
+func killSetID(ctx context.Context, mode uint32) uint32 {
+	c, ok := zx.CallerFrom(ctx)
+	if !ok || c.Uid <= 0 {
+		return mode
+	}
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
 }
 
 // linkTarget returns the target of the link name in dfd, or "".
@@ -303,6 +330,13 @@ func (f *FS) replace(ctx context.Context, dfd int, name, p string, a *attrs, exi
 
 // update writes to the existing file name in dfd in place.
 func (f *FS) update(ctx context.Context, dfd int, name, p string, a *attrs, st *unix.Stat_t, off int64, data io.Reader) (zx.Dir, error) {
+	if a.mode < 0 && (data != nil || a.size >= 0) && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		// Cleared before the data goes in, as the kernel does: a
+		// write that fails half way has cleared them too.
+		if m := killSetID(ctx, st.Mode&07777); m != st.Mode&07777 {
+			a.mode = int64(m)
+		}
+	}
 	if err := f.setMeta(a, dfd, name, st); err != nil {
 		return nil, err
 	}

@@ -31,14 +31,14 @@ func (f *FS) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply {
 			c <- zx.Reply{Err: errf("wstat", p, err)}
 			return
 		}
-		nd, err := f.wstat(p, a)
+		nd, err := f.wstat(ctx, p, a)
 		op.Done()
 		c <- zx.Reply{Dir: nd, Err: errf("wstat", p, err)}
 	}()
 	return c
 }
 
-func (f *FS) wstat(p string, a *attrs) (zx.Dir, error) {
+func (f *FS) wstat(ctx context.Context, p string, a *attrs) (zx.Dir, error) {
 	pd, name, err := f.openParent(p)
 	if err != nil {
 		return nil, err
@@ -83,6 +83,13 @@ func (f *FS) wstat(p string, a *attrs) (zx.Dir, error) {
 			return nil, e(zx.ErrIsDir, "", "", "cannot resize a directory")
 		}
 		return nil, e(zx.ErrInvalid, "", "", "cannot resize a "+cur.Type()+" entry")
+	}
+	if a.size >= 0 && isFile && a.mode < 0 {
+		// A truncation, even to the same size, clears the set-id bits
+		// as it does on the disk for the user the request acts for.
+		if m := killSetID(ctx, st.Mode&07777); m != st.Mode&07777 {
+			a.mode = int64(m)
+		}
 	}
 	if err := f.setMeta(a, pd.fd, name, &st); err != nil {
 		return nil, err

@@ -64,6 +64,7 @@ type setup struct {
 	addr  string // server to use; default a new one over memfs
 	opts  mount.Options
 	copts cache.Options
+	dial  client.Options // how to dial addr (TLS, for a server that wants keys)
 }
 
 func mnt(t *testing.T, s setup) *env {
@@ -81,7 +82,7 @@ func mnt(t *testing.T, s setup) *env {
 		t.Cleanup(func() { p.Close() })
 		addr = p.Addr()
 	}
-	conn, err := client.Dial(context.Background(), addr, client.Options{})
+	conn, err := client.Dial(context.Background(), addr, s.dial)
 	if err != nil {
 		t.Fatal(err)
 	}
