@@ -49,14 +49,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/zxfs/zx/bench/internal/testbed"
 	"github.com/zxfs/zx/wan"
 )
 
@@ -242,12 +241,10 @@ Flags:
 	}
 	cfg.Tree = *tree
 	if cfg.Tree == "" {
-		out, err := exec.Command("go", "env", "GOROOT").Output()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: no --tree given and 'go env GOROOT' failed: %v\n", err)
+		if cfg.Tree, err = testbed.GoSource(); err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: no --tree given and %v\n", err)
 			return 2
 		}
-		cfg.Tree = filepath.Join(strings.TrimSpace(string(out)), "src")
 	}
 	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 {
 		fmt.Fprintln(os.Stderr, "zx bench: --cap, --size, --tar-bytes and --c-files must be positive")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/bench/internal/testbed"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/sshd"
@@ -143,32 +142,15 @@ func (e *env) scratch(cfg *Config) (dir string, err error) {
 	return dir, nil
 }
 
-// zxServer serves dir with lfs on loopback and returns its address.
+// zxServer serves dir with lfs on loopback and returns its address, and
+// whether lfs runs find and findget itself.
 func (e *env) zxServer(dir string) (string, bool, error) {
-	fs, err := lfs.New(dir, lfs.Options{})
+	s, err := testbed.Serve(dir, lfs.Options{}, server.Config{})
 	if err != nil {
 		return "", false, err
 	}
-	e.onCleanup(func() { fs.Close() })
-	_, finder := any(fs).(zx.Finder)
-	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{})
-	if err != nil {
-		return "", false, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", false, err
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(l); close(done) }()
-	e.onCleanup(func() {
-		srv.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-	})
-	return l.Addr().String(), finder, nil
+	e.onCleanup(func() { s.Close() })
+	return s.Addr, s.Finder, nil
 }
 
 // checkTools fails with a clear message when what sshfs needs is missing.

@@ -505,30 +505,13 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 // runFUSE runs the FUSE suite.
 func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	start := time.Now()
-	if cfg.RateRTT == 0 {
-		for _, d := range cfg.RTTs {
-			cfg.RateRTT = max(cfg.RateRTT, d)
-		}
-	}
 	if cfg.CFiles <= 0 {
 		cfg.CFiles = 40
 	}
 	if cfg.TarBytes <= 0 {
 		cfg.TarBytes = 35e6
 	}
-	r := &runner{cfg: cfg, env: e, rep: &Report{
-		Suite:    SuiteFUSE,
-		Command:  cfg.Command,
-		CapSecs:  cfg.Cap.Seconds(),
-		FileSize: cfg.FileSize,
-	}}
-	for _, d := range cfg.RTTs {
-		r.rep.RTTsMs = append(r.rep.RTTsMs, ms(d))
-	}
-	if cfg.Rate > 0 {
-		r.rep.RateMbit = float64(cfg.Rate) * 8 / 1e6
-		r.rep.RateRTT = ms(cfg.RateRTT)
-	}
+	r := newRunner(cfg, e, SuiteFUSE)
 	if err := checkFUSE(); err != nil {
 		return nil, err
 	}
@@ -537,16 +520,10 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 			return nil, err
 		}
 	}
-	var err error
-	cfg.logf("copying %s to a scratch directory", cfg.Tree)
-	if r.dir, err = e.scratch(&cfg); err != nil {
+	if err := r.scratch(); err != nil {
 		return nil, err
 	}
-	r.export = filepath.Join(r.dir, "export")
 	if err := os.Mkdir(filepath.Join(r.dir, "zmnt"), 0o700); err != nil {
-		return nil, err
-	}
-	if err := r.treeStats(); err != nil {
 		return nil, err
 	}
 	fx, err := r.fuseSetup(ctx)
@@ -558,15 +535,11 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	}
 	r.rep.Facts = facts(cfg.NoSSHFS)
 	r.rep.Facts["load average at start (1, 5, 15 min)"] = loadavg()
-	if !cfg.NoSSHFS {
-		cfg.logf("starting sshd")
-		if r.sshPort, r.key, err = e.sshd(ctx, filepath.Join(r.dir, "ssh")); err != nil {
-			return nil, err
-		}
+	if err := r.startSSHD(ctx); err != nil {
+		return nil, err
 	}
 	if cfg.fuseWant(WWrite) || cfg.fuseWant(WRead) {
-		r.makeData()
-		if err := os.WriteFile(r.bigSrc, r.data, 0o600); err != nil {
+		if err := r.makeData(); err != nil {
 			return nil, err
 		}
 	}
@@ -582,20 +555,13 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	if cfg.Rate > 0 && (cfg.fuseWant(WWrite) || cfg.fuseWant(WRead)) {
-		if err := r.fuseLink(ctx, nil, cfg.RateRTT, cfg.Rate); err != nil {
+		if err := r.fuseLink(ctx, nil, r.cfg.RateRTT, cfg.Rate); err != nil {
 			return nil, err
 		}
 	}
 	r.rep.Targets = r.rep.fuseTargets()
 	r.rep.Facts["load average at end (1, 5, 15 min)"] = loadavg()
-	r.rep.Elapsed = time.Since(start).Seconds()
-	if cfg.OutDir != "" {
-		if err := r.rep.write(cfg.OutDir); err != nil {
-			return r.rep, err
-		}
-		cfg.logf("wrote %s", filepath.Join(cfg.OutDir, "fuse.{md,json,png}"))
-	}
-	return r.rep, nil
+	return r.rep, r.finish(start)
 }
 
 // checkFUSE fails with a clear message when this process cannot mount.

@@ -70,35 +70,17 @@ func (z *zxMount) unmount() {
 // fuseLink runs the FUSE suite through a fresh pair of proxies with the
 // given RTT and rate (rate > 0: only the big file).
 func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duration, rate int64) error {
-	wc := wan.Config{RTT: rtt, Rate: rate}
-	label := fmt.Sprintf("RTT %v", rtt)
-	if rate > 0 {
-		label += fmt.Sprintf(", rate %.0f Mbit/s", float64(rate)*8/1e6)
-	}
-	r.cfg.logf("== %s", label)
-	zp, err := wan.Listen("127.0.0.1:0", r.zxAddr, wc)
+	l, err := r.newLink(rtt, rate)
 	if err != nil {
 		return err
 	}
-	defer zp.Close()
-	var sp *wan.Proxy
-	if !r.cfg.NoSSHFS {
-		if sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
-			return err
-		}
-	}
-	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp, sp: sp}
-	defer func() {
-		if l.sp != nil {
-			l.sp.Close() // restartSSHD may have replaced sp
-		}
-	}()
+	defer l.close()
 	if rate == 0 {
 		for _, j := range jobs {
 			if err := l.fuseJob(ctx, j, "zx"); err != nil {
 				return err
 			}
-			if sp != nil && !j.wb {
+			if l.sp != nil && !j.wb {
 				if err := l.fuseJob(ctx, j, "sshfs"); err != nil {
 					return err
 				}
@@ -261,9 +243,9 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 	return res, nil
 }
 
-// fusePrior returns the times of workload w on sys at RTT 0 and at the
+// prior returns the times of workload w on sys at RTT 0 and at the
 // largest smaller non-zero RTT measured or projected so far.
-func (l *linkRun) fusePrior(w, sys string) (t0, tr, rtt float64, has0, ok bool) {
+func (l *linkRun) prior(w, sys string) (t0, tr, rtt float64, has0, ok bool) {
 	for _, res := range l.rep.Results {
 		if res.Workload != w || res.System != sys || res.RateMbit != 0 {
 			continue
@@ -287,7 +269,7 @@ func (l *linkRun) fusePrior(w, sys string) (t0, tr, rtt float64, has0, ok bool) 
 // decides whether to attempt the full run; no reported figure comes from
 // it.
 func (l *linkRun) fuseEstimate(j *fuseJob, sys string) (float64, bool) {
-	t0, tr, r, has0, ok := l.fusePrior(j.w, sys)
+	t0, tr, r, has0, ok := l.prior(j.w, sys)
 	if ok && has0 {
 		return t0 + (tr-t0)*ms(l.rtt)/r, true
 	}
@@ -326,6 +308,7 @@ func (j *fuseJob) roughUnits(r *runner) int64 {
 	return j.items
 }
 
+// unitsOf counts s in unit.
 func unitsOf(unit string, s subtree) int64 {
 	switch unit {
 	case unitDirs:
@@ -340,32 +323,14 @@ func unitsOf(unit string, s subtree) int64 {
 // seconds at this RTT, given the estimated time of the whole.
 func (l *linkRun) fuseSubtree(j *fuseJob, whole, budget float64) subtree {
 	total := unitsOf(j.unit, j.wholeOf(l.runner))
-	per := whole / float64(max(total, 1))
-	var best, smallest *subtree
 	subs := l.subs
 	if j.subs != nil {
 		subs = j.subs
 	}
-	for i := range subs {
-		s := &subs[i]
-		u := unitsOf(j.unit, *s)
-		if u < 5 || u >= total {
-			continue
-		}
-		if smallest == nil || u < unitsOf(j.unit, *smallest) {
-			smallest = s
-		}
-		if float64(u)*per <= budget && (best == nil || u > unitsOf(j.unit, *best)) {
-			best = s
-		}
+	if s, ok := largestSubtree(subs, j.unit, 5, total, whole/float64(max(total, 1)), budget); ok {
+		return s
 	}
-	if best == nil {
-		best = smallest
-	}
-	if best == nil {
-		return j.wholeOf(l.runner)
-	}
-	return *best
+	return j.wholeOf(l.runner)
 }
 
 // wholeOf returns what the whole of j's work covers.
@@ -529,11 +494,7 @@ func (l *linkRun) fuseFile(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			res.Items = l.cfg.FileSize
-			if res.Capped {
-				res.ProjectedFrom = "no projection"
-			}
-			l.add(res)
+			l.addTransfer(res)
 		}
 	}
 	return nil

@@ -30,13 +30,7 @@ func (rep *Report) plot(path string) error {
 		panels = rep.fuseRows()
 		cols = 4
 	} else {
-		for _, row := range rows {
-			l := row.label
-			if row.w == WWrite || row.w == WRead {
-				l += " (" + sizeLabel(rep.FileSize) + ")"
-			}
-			panels = append(panels, panel{w: row.w, label: l})
-		}
+		panels = rep.nativeRows()
 	}
 	nrows := (len(panels) + cols - 1) / cols
 	grid := make([][]*plot.Plot, nrows)
@@ -103,38 +97,28 @@ func (rep *Report) plot(path string) error {
 				}
 				p.Add(l)
 			}
-			if len(measured) > 0 {
-				s, err := plotter.NewScatter(measured)
+			for _, pts := range []struct {
+				xys    plotter.XYs
+				glyph  draw.GlyphDrawer
+				radius float64
+				legend string
+			}{
+				{measured, draw.CircleGlyph{}, 3, name},
+				{projected, draw.RingGlyph{}, 4, name + " (projected)"},
+				{rated, draw.TriangleGlyph{}, 4, fmt.Sprintf("%s @ %g Mbit/s", sys, rep.RateMbit)},
+			} {
+				if len(pts.xys) == 0 {
+					continue
+				}
+				s, err := plotter.NewScatter(pts.xys)
 				if err != nil {
 					return err
 				}
 				s.Color = col
-				s.Shape = draw.CircleGlyph{}
-				s.Radius = vg.Points(3)
+				s.Shape = pts.glyph
+				s.Radius = vg.Points(pts.radius)
 				p.Add(s)
-				p.Legend.Add(name, s)
-			}
-			if len(projected) > 0 {
-				s, err := plotter.NewScatter(projected)
-				if err != nil {
-					return err
-				}
-				s.Color = col
-				s.Shape = draw.RingGlyph{}
-				s.Radius = vg.Points(4)
-				p.Add(s)
-				p.Legend.Add(name+" (projected)", s)
-			}
-			if len(rated) > 0 {
-				s, err := plotter.NewScatter(rated)
-				if err != nil {
-					return err
-				}
-				s.Color = col
-				s.Shape = draw.TriangleGlyph{}
-				s.Radius = vg.Points(4)
-				p.Add(s)
-				p.Legend.Add(fmt.Sprintf("%s @ %g Mbit/s", sys, rep.RateMbit), s)
+				p.Legend.Add(pts.legend, s)
 			}
 		}
 		switch {

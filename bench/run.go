@@ -146,38 +146,16 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		return runFUSE(ctx, cfg, e)
 	}
 	start := time.Now()
-	if cfg.RateRTT == 0 {
-		for _, d := range cfg.RTTs {
-			cfg.RateRTT = max(cfg.RateRTT, d)
-		}
-	}
-	r := &runner{cfg: cfg, env: e, rep: &Report{
-		Suite:    SuiteNative,
-		Command:  cfg.Command,
-		CapSecs:  cfg.Cap.Seconds(),
-		FileSize: cfg.FileSize,
-	}}
-	for _, d := range cfg.RTTs {
-		r.rep.RTTsMs = append(r.rep.RTTsMs, ms(d))
-	}
-	if cfg.Rate > 0 {
-		r.rep.RateMbit = float64(cfg.Rate) * 8 / 1e6
-		r.rep.RateRTT = ms(cfg.RateRTT)
-	}
+	r := newRunner(cfg, e, SuiteNative)
 	if !cfg.NoSSHFS && !cfg.LoopbackOnly {
 		if err := checkTools(); err != nil {
 			return nil, err
 		}
 	}
+	if err := r.scratch(); err != nil {
+		return nil, err
+	}
 	var err error
-	cfg.logf("copying %s to a scratch directory", cfg.Tree)
-	if r.dir, err = e.scratch(&cfg); err != nil {
-		return nil, err
-	}
-	r.export = filepath.Join(r.dir, "export")
-	if err := r.treeStats(); err != nil {
-		return nil, err
-	}
 	var finder bool
 	if r.zxAddr, finder, err = e.zxServer(r.export); err != nil {
 		return nil, err
@@ -187,15 +165,11 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	if cfg.LoopbackOnly {
 		return r.rep, r.loopback(ctx)
 	}
-	if !cfg.NoSSHFS {
-		cfg.logf("starting sshd")
-		if r.sshPort, r.key, err = e.sshd(ctx, filepath.Join(r.dir, "ssh")); err != nil {
-			return nil, err
-		}
+	if err := r.startSSHD(ctx); err != nil {
+		return nil, err
 	}
 	if cfg.want(WWrite) || cfg.want(WRead) {
-		r.makeData()
-		if err := os.WriteFile(r.bigSrc, r.data, 0o600); err != nil {
+		if err := r.makeData(); err != nil {
 			return nil, err
 		}
 	}
@@ -210,28 +184,84 @@ func run(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	if cfg.Rate > 0 && (cfg.want(WWrite) || cfg.want(WRead)) {
-		if err := r.link(ctx, cfg.RateRTT, cfg.Rate); err != nil {
+		if err := r.link(ctx, r.cfg.RateRTT, cfg.Rate); err != nil {
 			return nil, err
 		}
 	}
 	r.rep.Targets = r.rep.targets()
-	r.rep.Elapsed = time.Since(start).Seconds()
-	if cfg.OutDir != "" {
-		if err := r.rep.write(cfg.OutDir); err != nil {
-			return r.rep, err
-		}
-		cfg.logf("wrote %s", filepath.Join(cfg.OutDir, "native.{md,json,png}"))
-	}
-	return r.rep, nil
+	return r.rep, r.finish(start)
 }
 
-// makeData makes the big file's contents (random, the same every run) and
-// names its local copy.
-func (r *runner) makeData() {
+// newRunner returns the runner of one run of a suite, with the report's
+// account of the configuration filled in.
+func newRunner(cfg Config, e *env, suite string) *runner {
+	if cfg.RateRTT == 0 {
+		for _, d := range cfg.RTTs {
+			cfg.RateRTT = max(cfg.RateRTT, d)
+		}
+	}
+	r := &runner{cfg: cfg, env: e, rep: &Report{
+		Suite:    suite,
+		Command:  cfg.Command,
+		CapSecs:  cfg.Cap.Seconds(),
+		FileSize: cfg.FileSize,
+	}}
+	for _, d := range cfg.RTTs {
+		r.rep.RTTsMs = append(r.rep.RTTsMs, ms(d))
+	}
+	if cfg.Rate > 0 {
+		r.rep.RateMbit = float64(cfg.Rate) * 8 / 1e6
+		r.rep.RateRTT = ms(cfg.RateRTT)
+	}
+	return r
+}
+
+// scratch makes the scratch directory with its copy of the tree, and
+// counts the copy.
+func (r *runner) scratch() error {
+	r.cfg.logf("copying %s to a scratch directory", r.cfg.Tree)
+	var err error
+	if r.dir, err = r.env.scratch(&r.cfg); err != nil {
+		return err
+	}
+	r.export = filepath.Join(r.dir, "export")
+	return r.treeStats()
+}
+
+// startSSHD starts the private sshd that sshfs mounts from, unless the
+// run measures zx only.
+func (r *runner) startSSHD(ctx context.Context) error {
+	if r.cfg.NoSSHFS {
+		return nil
+	}
+	r.cfg.logf("starting sshd")
+	var err error
+	r.sshPort, r.key, err = r.env.sshd(ctx, filepath.Join(r.dir, "ssh"))
+	return err
+}
+
+// finish records the run's time and writes the report to cfg.OutDir, if
+// it is set.
+func (r *runner) finish(start time.Time) error {
+	r.rep.Elapsed = time.Since(start).Seconds()
+	if r.cfg.OutDir == "" {
+		return nil
+	}
+	if err := r.rep.write(r.cfg.OutDir); err != nil {
+		return err
+	}
+	r.cfg.logf("wrote %s", filepath.Join(r.cfg.OutDir, r.rep.Suite+".{md,json,png}"))
+	return nil
+}
+
+// makeData makes the big file's contents (random, the same every run)
+// and writes them to their local copy, for dd.
+func (r *runner) makeData() error {
 	r.data = make([]byte, r.cfg.FileSize)
 	rng := rand.NewChaCha8([32]byte{'z', 'x'})
 	rng.Read(r.data)
 	r.bigSrc = filepath.Join(r.dir, "big.src")
+	return os.WriteFile(r.bigSrc, r.data, 0o600)
 }
 
 func portOf(addr string) int {
@@ -350,25 +380,11 @@ func facts(nosshfs bool) map[string]string {
 // link measures every workload through a fresh pair of proxies with the
 // given RTT and rate (rate > 0: only the big file).
 func (r *runner) link(ctx context.Context, rtt time.Duration, rate int64) error {
-	wc := wan.Config{RTT: rtt, Rate: rate}
-	label := fmt.Sprintf("RTT %v", rtt)
-	if rate > 0 {
-		label += fmt.Sprintf(", rate %.0f Mbit/s", float64(rate)*8/1e6)
-	}
-	r.cfg.logf("== %s", label)
-	zp, err := wan.Listen("127.0.0.1:0", r.zxAddr, wc)
+	l, err := r.newLink(rtt, rate)
 	if err != nil {
 		return err
 	}
-	defer zp.Close()
-	var sp *wan.Proxy
-	if !r.cfg.NoSSHFS {
-		if sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
-			return err
-		}
-		defer sp.Close()
-	}
-	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp, sp: sp}
+	defer l.close()
 	if rate == 0 {
 		if r.cfg.want(WFind) {
 			if err := l.find(ctx); err != nil {
@@ -394,12 +410,44 @@ func (r *runner) link(ctx context.Context, rtt time.Duration, rate int64) error 
 	return nil
 }
 
+// linkRun is the measurements at one link setting.
 type linkRun struct {
 	*runner
 	rtt  time.Duration
 	rate int64
-	zp   *wan.Proxy
-	sp   *wan.Proxy
+	zp   *wan.Proxy // to the zx server
+	sp   *wan.Proxy // to the sshd; nil with Config.NoSSHFS
+}
+
+// newLink starts a fresh pair of proxies with the given RTT and rate.
+func (r *runner) newLink(rtt time.Duration, rate int64) (*linkRun, error) {
+	wc := wan.Config{RTT: rtt, Rate: rate}
+	label := fmt.Sprintf("RTT %v", rtt)
+	if rate > 0 {
+		label += fmt.Sprintf(", rate %.0f Mbit/s", float64(rate)*8/1e6)
+	}
+	r.cfg.logf("== %s", label)
+	zp, err := wan.Listen("127.0.0.1:0", r.zxAddr, wc)
+	if err != nil {
+		return nil, err
+	}
+	l := &linkRun{runner: r, rtt: rtt, rate: rate, zp: zp}
+	if !r.cfg.NoSSHFS {
+		if l.sp, err = wan.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", r.sshPort), wc); err != nil {
+			zp.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// close stops the link's proxies (the sshd's may have been replaced, see
+// restartSSHD).
+func (l *linkRun) close() {
+	l.zp.Close()
+	if l.sp != nil {
+		l.sp.Close()
+	}
 }
 
 func (l *linkRun) result(w, sys string) *Result {
@@ -502,31 +550,11 @@ func (l *linkRun) sshfs(ctx context.Context, w string, ok []int, args ...string)
 	return res, nil
 }
 
-// prior returns the time of workload w on sshfs at RTT 0 and at the
-// largest smaller non-zero RTT measured (or projected) so far.
-func (l *linkRun) prior(w string) (t0, tr float64, rtt float64, ok bool) {
-	for _, res := range l.rep.Results {
-		if res.Workload != w || res.System != "sshfs" || res.RateMbit != 0 {
-			continue
-		}
-		t, _, has := res.Time()
-		if !has {
-			continue
-		}
-		if res.RTTms == 0 {
-			t0 = t
-		} else if res.RTTms < ms(l.rtt) && res.RTTms > rtt {
-			tr, rtt, ok = t, res.RTTms, true
-		}
-	}
-	return
-}
-
 // estimate extrapolates the time of sshfs on units out of total units at
 // this RTT, linearly in the RTT from earlier results; ok is false without
 // a non-zero smaller RTT to go on.
 func (l *linkRun) estimate(w string, units, total int64) (float64, bool) {
-	t0, tr, r, ok := l.prior(w)
+	t0, tr, r, _, ok := l.prior(w, "sshfs")
 	if !ok {
 		return 0, false
 	}
@@ -534,17 +562,16 @@ func (l *linkRun) estimate(w string, units, total int64) (float64, bool) {
 	return full * float64(units) / float64(total), true
 }
 
-// units returns what a workload's sshfs time scales with: directories read
-// (find), files read (grep) or entries removed (rm), for a subtree or the
-// whole tree.
-func units(w string, s subtree) int64 {
+// unitOf returns what a native workload's sshfs time scales with:
+// directories read (find), files read (grep) or entries removed (rm).
+func unitOf(w string) string {
 	switch w {
 	case WFind:
-		return s.dirs
+		return unitDirs
 	case WGrep:
-		return s.files
+		return unitFiles
 	}
-	return s.entries
+	return unitEntries
 }
 
 func (r *runner) whole() subtree {
@@ -555,7 +582,7 @@ func (r *runner) whole() subtree {
 // pickSubtree chooses the largest subtree whose sshfs run should take about
 // a third of the cap at this RTT.
 func (l *linkRun) pickSubtree(w string) subtree {
-	total := units(w, l.whole())
+	total := unitsOf(unitOf(w), l.whole())
 	per, ok := l.estimate(w, 1, total)
 	if !ok {
 		// Rough costs from the issue: sshfs needs about 2 round trips per
@@ -563,20 +590,29 @@ func (l *linkRun) pickSubtree(w string) subtree {
 		k := map[string]float64{WFind: 2.5, WGrep: 3, WRm: 3}[w]
 		per = k * l.rtt.Seconds()
 	}
-	budget := l.cfg.Cap.Seconds() / 3
 	minUnits := map[string]int64{WFind: 10, WGrep: 30, WRm: 100}[w]
-	var best *subtree
-	var smallest *subtree
-	for i := range l.subs {
-		s := &l.subs[i]
-		u := units(w, *s)
+	if s, ok := largestSubtree(l.subs, unitOf(w), minUnits, total, per, l.cfg.Cap.Seconds()/3); ok {
+		return s
+	}
+	return l.whole()
+}
+
+// largestSubtree returns the largest of subs, counted in unit, that
+// should take at most budget seconds at per seconds a unit, or else the
+// smallest; it passes over those with fewer than minUnits or with all
+// total units. ok is false when none is left.
+func largestSubtree(subs []subtree, unit string, minUnits, total int64, per, budget float64) (s subtree, ok bool) {
+	var best, smallest *subtree
+	for i := range subs {
+		s := &subs[i]
+		u := unitsOf(unit, *s)
 		if u < minUnits || u >= total {
 			continue
 		}
-		if smallest == nil || u < units(w, *smallest) {
+		if smallest == nil || u < unitsOf(unit, *smallest) {
 			smallest = s
 		}
-		if float64(u)*per <= budget && (best == nil || u > units(w, *best)) {
+		if float64(u)*per <= budget && (best == nil || u > unitsOf(unit, *best)) {
 			best = s
 		}
 	}
@@ -584,15 +620,15 @@ func (l *linkRun) pickSubtree(w string) subtree {
 		best = smallest
 	}
 	if best == nil {
-		return l.whole()
+		return subtree{}, false
 	}
-	return *best
+	return *best, true
 }
 
 // shouldSkip says whether the full sshfs run is expected to exceed the cap,
 // from the times at smaller RTTs.
 func (l *linkRun) shouldSkip(w string) bool {
-	total := units(w, l.whole())
+	total := unitsOf(unitOf(w), l.whole())
 	est, ok := l.estimate(w, total, total)
 	return ok && est > l.cfg.Cap.Seconds()
 }
@@ -610,11 +646,10 @@ func (l *linkRun) projectFromSubtree(ctx context.Context, res *Result, w string,
 		res.ProjectedFrom = fmt.Sprintf("no projection: the run on %s also failed or exceeded the cap", sub.rel)
 		return nil
 	}
-	u, total := units(w, sub), units(w, l.whole())
+	u, total := unitsOf(unitOf(w), sub), unitsOf(unitOf(w), l.whole())
 	res.Projected = sr.Seconds * float64(total) / float64(u)
-	what := map[string]string{WFind: "directories", WGrep: "files", WRm: "entries"}[w]
 	res.ProjectedFrom = fmt.Sprintf("projected from %s (%d files, %d dirs): %.2f s there × %d/%d %s",
-		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, sr.Seconds, total, u, what)
+		filepath.Join(filepath.Base(l.cfg.Tree), sub.rel), sub.files, sub.dirs, sr.Seconds, total, u, unitOf(w))
 	return nil
 }
 
@@ -681,45 +716,33 @@ func (l *linkRun) rm(ctx context.Context) error {
 // skipped run gets a labelled projection.
 func (l *linkRun) sshfsWorkload(ctx context.Context, w string, ok []int,
 	cmd func(rel string) []string, prep func(rel string) error) error {
+	on := func(sub subtree) (*Result, error) {
+		if prep != nil {
+			if err := prep(sub.rel); err != nil {
+				return nil, err
+			}
+		}
+		return l.sshfs(ctx, w, ok, cmd(sub.rel)...)
+	}
 	if l.shouldSkip(w) {
 		res := l.result(w, "sshfs")
 		res.Method = strings.ReplaceAll(strings.Join(cmd("."), " "), filepath.Join(l.dir, "mnt"), "MNT")
 		res.Skipped = true
-		err := l.projectFromSubtree(ctx, res, w, func(sub subtree) (*Result, error) {
-			if prep != nil {
-				if err := prep(sub.rel); err != nil {
-					return nil, err
-				}
-			}
-			return l.sshfs(ctx, w, ok, cmd(sub.rel)...)
-		})
-		if err != nil {
+		if err := l.projectFromSubtree(ctx, res, w, on); err != nil {
 			return err
 		}
 		res.ProjectedFrom = "full run skipped (a smaller RTT showed it exceeds the cap); " + res.ProjectedFrom
 		l.add(res)
 		return nil
 	}
-	if prep != nil {
-		if err := prep("."); err != nil {
-			return err
-		}
-	}
-	res, err := l.sshfs(ctx, w, ok, cmd(".")...)
+	res, err := on(l.whole())
 	if err != nil {
 		return err
 	}
 	if res.Capped {
 		if w == WRm {
 			l.projectFromProgress(res)
-		} else if err := l.projectFromSubtree(ctx, res, w, func(sub subtree) (*Result, error) {
-			if prep != nil {
-				if err := prep(sub.rel); err != nil {
-					return nil, err
-				}
-			}
-			return l.sshfs(ctx, w, ok, cmd(sub.rel)...)
-		}); err != nil {
+		} else if err := l.projectFromSubtree(ctx, res, w, on); err != nil {
 			return err
 		}
 	}
@@ -778,16 +801,12 @@ func (l *linkRun) file(ctx context.Context) error {
 			return err
 		}
 		res.Method = strings.ReplaceAll(res.Method, l.bigSrc, "LOCAL")
-		res.Items = l.cfg.FileSize
 		if res.Error == "" && !res.Capped {
 			if err := l.sameAsData(sshPath); err != nil {
 				res.Error = err.Error()
 			}
 		}
-		if res.Capped {
-			res.ProjectedFrom = "no projection"
-		}
-		l.add(res)
+		l.addTransfer(res)
 	}
 	if err := l.ensureBig(sshPath); err != nil {
 		return err
@@ -797,13 +816,19 @@ func (l *linkRun) file(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		res.Items = l.cfg.FileSize
-		if res.Capped {
-			res.ProjectedFrom = "no projection"
-		}
-		l.add(res)
+		l.addTransfer(res)
 	}
 	return nil
+}
+
+// addTransfer adds the result of a transfer of the big file. Its time is
+// not projected: over the cap, it has none.
+func (l *linkRun) addTransfer(res *Result) {
+	res.Items = l.cfg.FileSize
+	if res.Capped {
+		res.ProjectedFrom = "no projection"
+	}
+	l.add(res)
 }
 
 // ensureBig makes sure the file on the server's disk holds the data, for

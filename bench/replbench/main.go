@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/bench/internal/testbed"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/sshd"
@@ -40,12 +40,11 @@ func main() {
 	edits := flag.Int("edits", 10, "files edited between the runs")
 	flag.Parse()
 	log.SetFlags(0)
+	var err error
 	if *src == "" {
-		out, err := exec.Command("go", "env", "GOROOT").Output()
-		if err != nil {
+		if *src, err = testbed.GoSource(); err != nil {
 			log.Fatal(err)
 		}
-		*src = filepath.Join(strings.TrimSpace(string(out)), "src")
 	}
 	tmp, err := os.MkdirTemp("", "replbench-")
 	if err != nil {
@@ -62,21 +61,12 @@ func main() {
 	// zx: a server over an empty directory, behind the emulated link.
 	zxRemote := filepath.Join(tmp, "zx-remote")
 	os.Mkdir(zxRemote, 0o755)
-	fsys, err := lfs.New(zxRemote, lfs.Options{})
+	srv, err := testbed.Serve(zxRemote, lfs.Options{}, server.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(map[string]zx.Tree{"main": fsys}, "main", server.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve(l)
 	defer srv.Close()
-	zp, err := wan.Listen("127.0.0.1:0", l.Addr().String(), wan.Config{RTT: *rtt})
+	zp, err := wan.Listen("127.0.0.1:0", srv.Addr, wan.Config{RTT: *rtt})
 	if err != nil {
 		log.Fatal(err)
 	}

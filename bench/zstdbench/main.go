@@ -18,16 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/bench/internal/testbed"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/mux"
@@ -42,12 +40,11 @@ func main() {
 	always := flag.Bool("always", false, "compare with compression tried on every frame (mux.CompressAlways) instead of the default policy")
 	flag.Parse()
 	log.SetFlags(0)
+	var err error
 	if *src == "" {
-		out, err := exec.Command("go", "env", "GOROOT").Output()
-		if err != nil {
+		if *src, err = testbed.GoSource("runtime"); err != nil {
 			log.Fatal(err)
 		}
-		*src = filepath.Join(strings.TrimSpace(string(out)), "src", "runtime")
 	}
 	tmp, err := os.MkdirTemp("", "zstdbench-")
 	if err != nil {
@@ -122,22 +119,12 @@ type result struct {
 // or a get of a file.
 func measure(dir, path string, find bool, rate int64, rtt time.Duration, mode mux.Compression) (result, error) {
 	var r result
-	fs, err := lfs.New(dir, lfs.Options{ReadOnly: true})
-	if err != nil {
-		return r, err
-	}
-	defer fs.Close()
-	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{Mux: mux.Config{Compression: mode}})
+	srv, err := testbed.Serve(dir, lfs.Options{ReadOnly: true}, server.Config{Mux: mux.Config{Compression: mode}})
 	if err != nil {
 		return r, err
 	}
 	defer srv.Close()
-	l, err := listen()
-	if err != nil {
-		return r, err
-	}
-	go srv.Serve(l)
-	p, err := wan.Listen("127.0.0.1:0", l.Addr().String(), wan.Config{RTT: rtt, Rate: rate})
+	p, err := wan.Listen("127.0.0.1:0", srv.Addr, wan.Config{RTT: rtt, Rate: rate})
 	if err != nil {
 		return r, err
 	}
@@ -227,5 +214,3 @@ func modeName(m mux.Compression) string {
 }
 
 func mib64(n int64) float64 { return float64(n) / (1 << 20) }
-
-func listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
