@@ -25,6 +25,10 @@ type node struct {
 	d    zx.Dir  // last entry seen
 	kept string  // size/mtime of the data the kernel caches ("" none)
 	ws   *wstate // shared by the open handles, nil if none
+	// alt is another name of the file on the server, found when the
+	// last name the mount knew was unlinked or replaced while the file
+	// kept other links (see relink): "" if none.
+	alt string
 }
 
 var (
@@ -50,14 +54,32 @@ var (
 	_ fs.NodeFsyncer       = (*node)(nil)
 )
 
+// path is where n is on the server: its name in the mount, or, once it
+// has none, the other name relink found.
 func (n *node) path() string {
+	if n != n.m.root {
+		if _, parent := n.Parent(); parent == nil {
+			n.mu.Lock()
+			alt := n.alt
+			n.mu.Unlock()
+			if alt != "" {
+				return alt
+			}
+		}
+	}
 	return "/" + n.Path(n.m.root.EmbeddedInode())
 }
 
-// unlinked reports whether n has no name left in the mount.
+// unlinked reports whether n has no name left, in the mount or found by
+// relink.
 func (n *node) unlinked() bool {
 	_, parent := n.Parent()
-	return parent == nil && n != n.m.root
+	if parent != nil || n == n.m.root {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.alt == ""
 }
 
 func (n *node) setDir(d zx.Dir) {
@@ -431,6 +453,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		}
 	}
 	from := "/" + target.EmbeddedInode().Path(n.m.root.EmbeddedInode())
+	if tn, ok := target.(*node); ok {
+		from = tn.path() // also for an open file relinked elsewhere
+	}
 	p := join(n.path(), name)
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
@@ -460,6 +485,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	case !dir && d.IsDir():
 		return syscall.EISDIR
 	}
+	var linked *node // an open file that keeps other names
 	if ch := n.GetChild(name); ch != nil && !dir {
 		if d.Int(zx.ANlink) <= 1 {
 			preserve(ctx, ch)
@@ -469,6 +495,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 			if e := cn.flushAll(ctx); e != 0 {
 				return e
 			}
+			linked = cn
 		}
 	}
 	rctx, cancel := n.m.rctx(ctx)
@@ -480,7 +507,74 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	}
 	n.m.freshNote(p, true)
 	n.m.forgetIno(d, p)
+	if linked != nil {
+		n.RmChild(name) // as go-fuse will once we return
+		linked.relink(ctx, d, p)
+	}
 	return 0
+}
+
+// relink gives n, an open file that lost its name p (entry d) but keeps
+// other links, one of those names to go on reading and writing through,
+// when the mount knows none of them: zx addresses files by path.
+func (n *node) relink(ctx context.Context, d zx.Dir, p string) {
+	if _, parent := n.Parent(); parent != nil {
+		return // the mount knows another name
+	}
+	n.mu.Lock()
+	open := n.ws != nil
+	n.mu.Unlock()
+	if !open {
+		return
+	}
+	alt := n.m.otherName(ctx, d, p)
+	n.mu.Lock()
+	n.alt = alt
+	n.mu.Unlock()
+	if alt == "" {
+		n.m.log.Warn("mount: an open file lost its name and no other name of it was found: what is written to it now is lost", "path", p, "ino", d[zx.AIno])
+	}
+}
+
+// otherName finds another name of the file d, which had more than one
+// link and has just lost its name p: first in p's directory (from the
+// cache when it has the listing), then in the whole tree with one find
+// (bounded by the mount's timeout). "" if there is none.
+func (m *FS) otherName(ctx context.Context, d zx.Dir, p string) string {
+	ino := d[zx.AIno]
+	if ino == "" || strings.HasPrefix(ino, "~") {
+		return ""
+	}
+	rctx, cancel := m.rctx(ctx)
+	defer cancel()
+	same := func(e zx.Dir) bool {
+		return e != nil && e.Type() == zx.TypeFile && e[zx.AIno] == ino && e.Path() != p
+	}
+	if ds, err := zx.ReadDir(rctx, m.t, path.Dir(p)); err == nil {
+		for _, e := range ds {
+			if !same(e) {
+				continue
+			}
+			// The listing may be older than the entry: check.
+			if cur, err := zx.Stat(rctx, m.t, e.Path()); err == nil && same(cur) {
+				return cur.Path()
+			}
+		}
+	}
+	f, ok := m.t.(zx.Finder)
+	if !ok {
+		return ""
+	}
+	fctx, stop := context.WithCancel(rctx)
+	defer stop()
+	found := ""
+	for it := range f.Find(fctx, "/", "type=- & ino="+ino, "", "", 0) {
+		if found == "" && it.Err == nil && same(it.Dir) {
+			found = it.Dir.Path()
+			stop()
+		}
+	}
+	return found
 }
 
 // Unlink implements fs.NodeUnlinker.
@@ -527,9 +621,18 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	// already, so this costs nothing).
 	src, _ := n.m.stat(ctx, from)
 	replaced, _ := n.m.stat(ctx, to)
-	if replaced != nil && replaced.Type() == zx.TypeFile && replaced.Int(zx.ANlink) <= 1 {
+	var linked *node // an open file replaced that keeps other names
+	if replaced != nil && replaced.Type() == zx.TypeFile && (src == nil || src[zx.AIno] != replaced[zx.AIno]) {
 		if ch := newParent.EmbeddedInode().GetChild(newName); ch != nil {
-			preserve(ctx, ch)
+			if replaced.Int(zx.ANlink) <= 1 {
+				preserve(ctx, ch)
+			} else if cn, ok := ch.Operations().(*node); ok {
+				// As in remove: its writes go first.
+				if e := cn.flushAll(ctx); e != 0 {
+					return e
+				}
+				linked = cn
+			}
 		}
 	}
 	rctx, cancel := n.m.rctx(ctx)
@@ -543,6 +646,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.m.freshNote(to, false)
 	if replaced != nil && (src == nil || src[zx.AIno] != replaced[zx.AIno]) {
 		n.m.forgetIno(replaced, to)
+	}
+	if linked != nil {
+		newParent.EmbeddedInode().RmChild(newName) // as go-fuse will once we return
+		linked.relink(ctx, replaced, to)
 	}
 	return 0
 }
