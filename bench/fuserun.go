@@ -282,21 +282,44 @@ func (l *linkRun) fuseEstimate(j *fuseJob, sys string) (float64, bool) {
 			return t0 + float64(base.RoundTrips)*l.rtt.Seconds(), true
 		}
 	}
-	if sys == "sshfs" && j.rough > 0 {
-		return t0 + j.rough*float64(j.roughUnits(l.runner))*l.rtt.Seconds(), true
+	if sys == "sshfs" {
+		return l.roughEstimate(j, t0)
 	}
 	return 0, false
 }
 
+// roughEstimate guesses j's time on sshfs at this RTT from its time t0 at
+// RTT 0 and the rough round-trip costs.
+func (l *linkRun) roughEstimate(j *fuseJob, t0 float64) (float64, bool) {
+	if j.rough <= 0 {
+		return 0, false
+	}
+	return t0 + j.rough*float64(j.roughUnits(l.runner))*l.rtt.Seconds(), true
+}
+
 // fuseEstimateWarm is fuseEstimate for a warm job, whose untimed first
-// run costs what its cold counterpart costs: the larger of the two.
+// run costs what a cold run costs: the larger of the two. The cold cost
+// is its cold counterpart's estimate; without one, on sshfs, the rough
+// estimate (extrapolating the warm times alone once led to a full git
+// status attempt at 100 ms whose first run took the whole cap, and no
+// figure).
 func (l *linkRun) fuseEstimateWarm(j *fuseJob, sys string) (float64, bool) {
 	est, ok := l.fuseEstimate(j, sys)
-	if j.coldOf == nil {
+	if !j.warm {
 		return est, ok
 	}
-	if c, okc := l.fuseEstimate(j.coldOf, sys); okc {
-		return max(est, c), true
+	var cold float64
+	okc := false
+	switch {
+	case j.coldOf != nil:
+		cold, okc = l.fuseEstimate(j.coldOf, sys)
+	case sys == "sshfs":
+		if t0, _, _, has0, _ := l.prior(j.w, sys); has0 {
+			cold, okc = l.roughEstimate(j, t0)
+		}
+	}
+	if okc {
+		return max(est, cold), true
 	}
 	return est, ok
 }

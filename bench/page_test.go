@@ -79,29 +79,3 @@ func TestNoSlowerTarget(t *testing.T) {
 		t.Errorf("got %+v, want not measured", tg)
 	}
 }
-
-func TestLargestSubtree(t *testing.T) {
-	subs := []subtree{
-		{rel: "a", files: 3, dirs: 1, entries: 4},
-		{rel: "b", files: 40, dirs: 5, entries: 45},
-		{rel: "c", files: 200, dirs: 20, entries: 220},
-		{rel: "d", files: 1000, dirs: 90, entries: 1090},
-	}
-	for _, tc := range []struct {
-		name         string
-		min, total   int64
-		per, budget  float64
-		want         string
-		wantNotFound bool
-	}{
-		{"largest that fits", 5, 1000, 0.1, 25, "c", false},
-		{"all fit but the whole", 5, 1000, 0.001, 100, "c", false},
-		{"none fits: the smallest", 5, 1000, 10, 1, "b", false},
-		{"too small to count", 300, 1000, 0.1, 25, "", true},
-	} {
-		s, ok := largestSubtree(subs, unitFiles, tc.min, tc.total, tc.per, tc.budget)
-		if ok == tc.wantNotFound || s.rel != tc.want {
-			t.Errorf("%s: got %q, %v; want %q", tc.name, s.rel, ok, tc.want)
-		}
-	}
-}
