@@ -69,6 +69,16 @@ type Options struct {
 	Dir       string
 	DiskBytes int64
 
+	// SiblingBytes bounds the bytes one sibling stream brings: when a
+	// file's data misses, the directory's other small files are streamed
+	// ahead with one findget (see siblings.go). Default 8 MiB; negative:
+	// no sibling streams.
+	SiblingBytes int64
+
+	// SiblingFile is the largest file a sibling stream brings. Default
+	// 256 KiB (at most MaxFileCache).
+	SiblingFile int64
+
 	// Journal, if set, is the directory of the write-back journal: the
 	// cache then has a WriteBack queue (see WriteBack), and records an
 	// earlier session left there wait for WriteBack().Replay.
@@ -87,6 +97,11 @@ type Stats struct {
 	Invalidations int64 // notices that invalidated something
 	DataBytes     int64 // bytes of file data cached
 	Entries       int   // entries cached (positive and negative)
+
+	SiblingStreams int64 // sibling streams started
+	SiblingFiles   int64 // files they brought and cached
+	SiblingBytes   int64 // the bytes of those files
+	SiblingLive    int   // sibling streams in flight
 }
 
 // Cache is a caching zx.Tree, zx.Finder and zx.Watcher over a remote tree.
@@ -122,6 +137,7 @@ type Cache struct {
 
 	wb   *WriteBack
 	disk *disk
+	sib  siblings // see siblings.go
 }
 
 // entry is what the cache knows about a path.
@@ -188,6 +204,13 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 	if opts.MemBytes <= 0 {
 		opts.MemBytes = 512 << 20
 	}
+	if opts.SiblingBytes == 0 {
+		opts.SiblingBytes = defaultSiblingBytes
+	}
+	if opts.SiblingFile <= 0 {
+		opts.SiblingFile = defaultSiblingFile
+	}
+	opts.SiblingFile = min(opts.SiblingFile, max(opts.MaxFileCache, 0))
 	if opts.WatchTimeout <= 0 {
 		opts.WatchTimeout = 10 * time.Second
 	}
@@ -208,6 +231,7 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		recsMin:   1,
 		onInval:   opts.OnInvalidate,
 		ctlFlags:  ctl.NewFlags("debug"),
+		sib:       siblings{streams: make(map[string]*sibStream)},
 	}
 	var err error
 	if opts.Journal != "" {
@@ -268,6 +292,7 @@ func (c *Cache) SetOnInvalidate(f func(path string, what Inval)) {
 func (c *Cache) Close() error {
 	c.cancel()
 	<-c.done
+	c.sib.wg.Wait()
 	if c.wb != nil {
 		c.wb.Close()
 	}
@@ -296,6 +321,7 @@ func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.DataBytes = c.mem
 	s.Entries = len(c.ents)
+	s.SiblingLive = c.sib.live
 	if c.disk != nil {
 		s.DiskBytes = c.disk.used
 		s.DiskFiles = len(c.disk.idx)
@@ -759,6 +785,7 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 		} else if e.d.Type() == zx.TypeFile {
 			if data, ok := c.cachedData(p, e.d); ok {
 				c.stats.Hits++
+				c.sibTouch(parent(p))
 				c.mu.Unlock()
 				return itemsFrom(ctx, dataItems(data, off, count))
 			}
@@ -775,6 +802,15 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 			}
 		}
 	}
+	var sibs func()
+	if e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache {
+		if w := c.sibWait(p, e.d); w != nil {
+			// A sibling stream brings it: wait, then ask again.
+			c.mu.Unlock()
+			return c.afterWait(ctx, w, p, off, count)
+		}
+		sibs = c.sibStart(p)
+	}
 	c.stats.Misses++
 	s, ep, at := c.seq, c.epoch, time.Now()
 	c.mu.Unlock()
@@ -784,7 +820,11 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	case e != nil && e.d.IsDir() && whole:
 		return c.fetchDir(ctx, p, s, ep, at)
 	case e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache:
-		return c.fetchFile(ctx, p, e.d, nil, off, count, s, ep, at)
+		rc := c.fetchFile(ctx, p, e.d, nil, off, count, s, ep, at)
+		if sibs != nil {
+			sibs()
+		}
+		return rc
 	case e == nil && whole:
 		// Unknown: ask for the entry in the same round trip.
 		sc := c.remote.Stat(ctx, p)

@@ -1,0 +1,383 @@
+package cache
+
+// Sibling streams: a program that reads one file of a directory usually
+// reads its siblings next (grep -r, diff -r, cp -r, tar -c), each costing a
+// round trip when fetched on demand. When a file's data misses, the cache
+// also asks for the directory's other small regular files with one
+// findget, and installs each file's entry and data as it arrives; a Get of
+// a file such a stream will deliver waits for it instead of sending its own
+// request. See docs/cache.md ("Sibling streams") for the rules.
+//
+// A stream is bounded in bytes: when the directory's listing is cached,
+// the cache picks the files that fit (in name order after the file read)
+// and asks for that name range only, so the server sends no more than
+// that; otherwise it asks for everything after the file and cancels the
+// stream at the bound. At most maxSibLive streams run at once: starting
+// another cancels the one whose directory was least recently read from, so
+// a reader that moved on does not keep the link busy. A directory whose
+// stream ended (or was cancelled) before the file now read gets a new
+// stream from there, so a directory larger than the bound is read in a
+// few streams, one round trip each.
+//
+// Everything here is guarded by Cache.mu.
+
+import (
+	"context"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zxfs/zx"
+)
+
+const (
+	defaultSiblingBytes = 8 << 20
+	defaultSiblingFile  = 256 << 10
+
+	// maxSibLive bounds the sibling streams in flight.
+	maxSibLive = 2
+
+	// sibForget: a finished stream keeps a directory from being streamed
+	// again (for the names it covered) for this long, so that a file it
+	// could not deliver (changed meanwhile, say) is fetched alone, not
+	// with another stream of the same files.
+	sibForget = 30 * time.Second
+
+	// maxSibRecs bounds the finished streams remembered.
+	maxSibRecs = 512
+)
+
+// sibStream is one sibling stream of directory dir: the small regular
+// files whose names are in (from, to] (to "": no upper bound).
+type sibStream struct {
+	dir      string
+	from, to string
+	plan     map[string]bool // names it should deliver, when chosen from a listing; nil: any small file in range
+	budget   int64           // bytes it may bring
+	s, ep    uint64          // c.seq and c.epoch when issued
+	at       time.Time       // when issued
+	seen     string          // name of the last entry that arrived
+	open     bool            // seen's data is still arriving
+	done     bool
+	hi       string // when done: names up to hi were covered
+	ended    time.Time
+	used     time.Time     // last Get of a file in dir
+	wake     chan struct{} // closed (and replaced) on progress
+	cancel   context.CancelFunc
+	files    int
+	bytes    int64
+}
+
+// siblings is the cache's table of sibling streams.
+type siblings struct {
+	streams map[string]*sibStream // by directory: the latest stream
+	live    int
+	off     bool           // the remote cannot findget: never try again
+	wg      sync.WaitGroup // the streams' goroutines, for Close
+}
+
+// sibFile reports whether d is a file a sibling stream would bring.
+func (c *Cache) sibFile(d zx.Dir) bool {
+	return d != nil && d.Type() == zx.TypeFile && d.Size() > 0 && d.Size() <= c.opts.SiblingFile
+}
+
+// sibTouch notes that a file in directory dir is being read.
+func (c *Cache) sibTouch(dir string) {
+	if s := c.sib.streams[dir]; s != nil {
+		s.used = time.Now()
+	}
+}
+
+// sibWait returns a channel to wait on when an in-flight sibling stream
+// will deliver the file p (entry d), whose data is not cached; nil when
+// none will. The caller retries once it is closed.
+func (c *Cache) sibWait(p string, d zx.Dir) <-chan struct{} {
+	dir, name := parent(p), path.Base(p)
+	s := c.sib.streams[dir]
+	if s == nil || p == "/" {
+		return nil
+	}
+	s.used = time.Now()
+	if s.done || !c.sibFile(d) || name <= s.from || s.to != "" && name > s.to {
+		return nil
+	}
+	if s.plan != nil && !s.plan[name] {
+		return nil
+	}
+	if name < s.seen || name == s.seen && !s.open {
+		return nil // passed
+	}
+	return s.wake
+}
+
+// sibStart decides whether a data miss of file p starts a sibling stream
+// of its directory. If so it registers the stream and returns the
+// function that issues it, to be called without c.mu right after the
+// file's own request (so that both share one round trip).
+func (c *Cache) sibStart(p string) func() {
+	if c.opts.SiblingBytes <= 0 || c.sib.off || p == "/" {
+		return nil
+	}
+	f, ok := c.remote.(zx.Finder)
+	if !ok {
+		return nil
+	}
+	dir, name := parent(p), path.Base(p)
+	now := time.Now()
+	if s := c.sib.streams[dir]; s != nil {
+		if !s.done || name <= s.hi && now.Sub(s.ended) < sibForget {
+			return nil
+		}
+	}
+	if c.pendingOverlap(dir) {
+		return nil
+	}
+	s := &sibStream{dir: dir, from: name, budget: c.opts.SiblingBytes, s: c.seq, ep: c.epoch,
+		at: now, used: now, wake: make(chan struct{})}
+	if le, ok := c.listed(dir); ok {
+		// Choose the files from the listing: those after name that
+		// fit in the budget, stopping at the first that does not.
+		names := make([]string, 0, len(le.kids))
+		for k := range le.kids {
+			if k > name {
+				names = append(names, k)
+			}
+		}
+		slices.Sort(names)
+		s.plan = make(map[string]bool)
+		var total int64
+		for _, k := range names {
+			e := c.ents[join(dir, k)]
+			if !c.validEntry(e) {
+				s.plan = nil // not sure after all: bound it on our side
+				break
+			}
+			if !c.sibFile(e.d) {
+				continue
+			}
+			if f := c.files[join(dir, k)]; f != nil && f.size == e.d[zx.ASize] && f.mtime == e.d[zx.AMtime] {
+				continue // cached already (it still comes if inside the range)
+			}
+			if total+e.d.Size() > s.budget {
+				break
+			}
+			total += e.d.Size()
+			s.plan[k] = true
+			s.to = k
+		}
+		if s.plan != nil && len(s.plan) == 0 {
+			return nil
+		}
+	}
+	if s.plan == nil {
+		s.to = ""
+	}
+	c.sibGC(now)
+	// Make room: cancel the streams of the directories least recently
+	// read from.
+	for c.sib.live >= maxSibLive {
+		var old *sibStream
+		for _, o := range c.sib.streams {
+			if !o.done && o.cancel != nil && (old == nil || o.used.Before(old.used)) {
+				old = o
+			}
+		}
+		if old == nil {
+			break
+		}
+		c.sibEnd(old, false)
+	}
+	c.sib.streams[dir] = s
+	c.sib.live++
+	c.stats.SiblingStreams++
+	ctx, cancel := context.WithCancel(c.ctx)
+	s.cancel = cancel
+	pr := sibPred(c.opts.SiblingFile, s.from, s.to)
+	c.sib.wg.Add(1)
+	return func() {
+		ic := f.FindGet(ctx, dir, pr, "", "", 0)
+		go c.runSiblings(ctx, s, ic)
+	}
+}
+
+// sibGC forgets finished streams, oldest first, beyond maxSibRecs.
+func (c *Cache) sibGC(now time.Time) {
+	if len(c.sib.streams) < maxSibRecs {
+		return
+	}
+	for k, s := range c.sib.streams {
+		if s.done && now.Sub(s.ended) >= sibForget {
+			delete(c.sib.streams, k)
+		}
+	}
+	if len(c.sib.streams) < maxSibRecs {
+		return
+	}
+	var done []*sibStream
+	for _, s := range c.sib.streams {
+		if s.done {
+			done = append(done, s)
+		}
+	}
+	slices.SortFunc(done, func(a, b *sibStream) int { return a.ended.Compare(b.ended) })
+	for _, s := range done[:len(done)/2] {
+		delete(c.sib.streams, s.dir)
+	}
+}
+
+// sibEnd marks s finished and wakes its waiters: complete, it brought
+// all it was to (its end is perhaps still to come); otherwise it is
+// cancelled. c.mu is held.
+func (c *Cache) sibEnd(s *sibStream, complete bool) {
+	if s.done {
+		return
+	}
+	if !complete {
+		s.cancel()
+	}
+	s.done, s.ended = true, time.Now()
+	switch {
+	case complete && s.to != "":
+		s.hi = s.to
+	case complete:
+		s.hi = "\xff\xff\xff\xff" // the whole directory
+	default:
+		s.hi = s.seen
+	}
+	c.sib.live--
+	close(s.wake)
+}
+
+// sibPred is the predicate of a sibling stream: the regular files of the
+// directory itself (no directory below it is read) of at most max bytes,
+// with names in (from, to].
+func sibPred(maxSize int64, from, to string) string {
+	var b strings.Builder
+	b.WriteString("depth=1 & !prune & type=- & size>0 & size<=")
+	b.WriteString(strconv.FormatInt(maxSize, 10))
+	b.WriteString(" & name>")
+	b.WriteString(quotePred(from))
+	if to != "" {
+		b.WriteString(" & name<=")
+		b.WriteString(quotePred(to))
+	}
+	return b.String()
+}
+
+// quotePred quotes s as a predicate value (docs/predicates.md).
+func quotePred(s string) string {
+	if !strings.Contains(s, "'") {
+		return "'" + s + "'"
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// runSiblings consumes the stream of s, installing each file as it ends.
+func (c *Cache) runSiblings(ctx context.Context, s *sibStream, ic <-chan zx.Item) {
+	defer c.sib.wg.Done()
+	defer s.cancel()
+	var d zx.Dir
+	var buf []byte
+	complete, over := true, false
+	// finish installs the file that was arriving (c.mu held).
+	finish := func() {
+		if d == nil {
+			return
+		}
+		if !over && ctx.Err() == nil {
+			c.sibInstall(s, d, buf)
+		}
+		d, buf = nil, nil
+		s.open = false
+		if s.plan != nil && s.seen == s.to {
+			// All it was to bring is in: the directory may be
+			// streamed on from there before the end comes.
+			c.sibEnd(s, true)
+		}
+	}
+	for it := range ic {
+		switch {
+		case it.Err != nil:
+			complete = false
+			if zx.KindOf(it.Err) == zx.ErrNotSupp {
+				c.mu.Lock()
+				c.sib.off = true
+				c.mu.Unlock()
+			}
+		case it.Dir != nil:
+			c.mu.Lock()
+			finish()
+			if it.Dir.Type() == zx.TypeFile && parent(it.Dir.Path()) == s.dir {
+				d = it.Dir.Clone()
+				s.seen, s.open = d.Name(), true
+			}
+			c.sibWake(s)
+			c.mu.Unlock()
+		case d != nil && !over:
+			buf = append(buf, it.Data...)
+			s.bytes += int64(len(it.Data))
+			if s.plan == nil && s.bytes > s.budget || s.bytes > 2*s.budget {
+				// Past the bound (without a plan; or files grew
+				// since the listing): stop here.
+				over, complete = true, false
+				s.cancel()
+			}
+		}
+	}
+	c.mu.Lock()
+	finish()
+	if ctx.Err() != nil {
+		complete = false
+	}
+	c.sibEnd(s, complete)
+	c.mu.Unlock()
+}
+
+// sibWake wakes the waiters of s. c.mu is held.
+func (c *Cache) sibWake(s *sibStream) {
+	if !s.done {
+		close(s.wake)
+		s.wake = make(chan struct{})
+	}
+}
+
+// sibInstall caches the entry d and data of a file a sibling stream
+// brought, unless something changed it since the stream was issued.
+// c.mu is held.
+func (c *Cache) sibInstall(s *sibStream, d zx.Dir, data []byte) {
+	p := d.Path()
+	if int64(len(data)) != d.Size() || c.changedSince(s.s, p, false) || c.pendingOverlap(p) {
+		return
+	}
+	if e := c.ents[p]; e == nil || e.d == nil || e.d.Type() != d.Type() || e.d[zx.ASize] != d[zx.ASize] || e.d[zx.AMtime] != d[zx.AMtime] {
+		c.set(p, d, s.at, c.watching && c.epoch == s.ep)
+	}
+	c.setData(p, d, data)
+	s.files++
+	c.stats.SiblingFiles++
+	c.stats.SiblingBytes += int64(len(data))
+}
+
+// afterWait waits for w (a sibling stream's progress), then gets p again.
+func (c *Cache) afterWait(ctx context.Context, w <-chan struct{}, p string, off, count int64) <-chan zx.Item {
+	out := make(chan zx.Item, 1)
+	go func() {
+		defer close(out)
+		select {
+		case <-w:
+		case <-ctx.Done():
+			out <- zx.Item{Err: zx.Errorf("get", p, ctx.Err())} // buffered: never blocks
+			return
+		}
+		for it := range c.Get(ctx, p, off, count) {
+			if !sendItem(ctx, out, it) {
+				return
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,248 @@
+package cache_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/wan"
+)
+
+// content is the contents of the i-th test file of n bytes.
+func content(name string, n int) []byte {
+	return bytes.Repeat([]byte(name+"."), n/(len(name)+1)+1)[:n]
+}
+
+// sibTree makes /d with n small files f00..f(n-1) of size bytes each, a
+// big file, a subdirectory with a file and an empty file.
+func sibTree(t *testing.T, n, size int) *memfs.FS {
+	t.Helper()
+	ctx := t.Context()
+	fs := memfs.New()
+	for _, p := range []string{"/d", "/d/sub"} {
+		if _, err := zx.Mkdir(ctx, fs, p, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string, b []byte) {
+		if _, err := zx.WriteFile(ctx, fs, p, nil, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		name := fmt.Sprintf("f%02d", i)
+		write("/d/"+name, content(name, size))
+	}
+	write("/d/big", content("big", 300<<10))
+	write("/d/sub/x", content("x", 100))
+	write("/d/empty", nil)
+	return fs
+}
+
+// sibEnv is a cache over a lagged connection to a server of fs.
+type sibEnv struct {
+	conn *client.Conn
+	c    *cache.Cache
+}
+
+func newSibEnv(t *testing.T, fs zx.Tree, cfg wan.Config, opts cache.Options) *sibEnv {
+	t.Helper()
+	p, err := wan.Listen("127.0.0.1:0", serve(t, fs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	conn := dial(t, p.Addr())
+	c := newCache(t, conn.Tree(""), opts)
+	if !c.Watching() {
+		t.Fatal("no watch")
+	}
+	return &sibEnv{conn: conn, c: c}
+}
+
+// count returns the round trips f costs.
+func (e *sibEnv) count(f func()) int64 {
+	before := rounds(e.conn)
+	f()
+	return rounds(e.conn) - before
+}
+
+func (e *sibEnv) read(t *testing.T, p string, want []byte) {
+	t.Helper()
+	b, err := zx.ReadFile(t.Context(), e.c, p)
+	if err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("read %s: %d bytes (want %d), %v", p, len(b), len(want), err)
+	}
+}
+
+// idle waits until no sibling stream is in flight.
+func (e *sibEnv) idle(t *testing.T) {
+	t.Helper()
+	waitFor(t, func() bool { return e.c.Stats().SiblingLive == 0 })
+}
+
+func (e *sibEnv) list(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := zx.ReadDir(t.Context(), e.c, dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSiblingsRoundTrips reads every file of a cold directory: the small
+// files cost one round trip in all; the big file is not streamed (its own
+// round trip), nor the file below, nor the empty file.
+func TestSiblingsRoundTrips(t *testing.T) {
+	const n, size = 40, 3000
+	e := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	if got := e.count(func() { e.list(t, "/d") }); got != 1 {
+		t.Errorf("listing /d: %d round trips, want 1", got)
+	}
+	got := e.count(func() {
+		for i := range n {
+			name := fmt.Sprintf("f%02d", i)
+			e.read(t, "/d/"+name, content(name, size))
+		}
+	})
+	if got != 1 {
+		t.Errorf("reading %d small files of a cold directory: %d round trips, want 1", n, got)
+	}
+	e.idle(t)
+	st := e.c.Stats()
+	if st.SiblingStreams != 1 || st.SiblingFiles != n-1 || st.SiblingBytes != (n-1)*size {
+		t.Errorf("streams %d files %d bytes %d; want 1, %d, %d", st.SiblingStreams, st.SiblingFiles, st.SiblingBytes, n-1, (n-1)*size)
+	}
+	if got := e.count(func() { e.read(t, "/d/big", content("big", 300<<10)) }); got != 1 {
+		t.Errorf("reading the big file: %d round trips, want 1", got)
+	}
+	e.idle(t)
+	if st2 := e.c.Stats(); st2.SiblingFiles != st.SiblingFiles {
+		t.Errorf("reading the big file streamed %d more files", st2.SiblingFiles-st.SiblingFiles)
+	}
+	if got := e.count(func() { e.read(t, "/d/sub/x", content("x", 100)) }); got != 1 {
+		t.Errorf("reading /d/sub/x: %d round trips, want 1 (not streamed with /d)", got)
+	}
+}
+
+// TestSiblingsByteBound: a stream brings at most Options.SiblingBytes,
+// whether it chose its files from a cached listing (the server sends no
+// more) or not (the cache cancels it).
+func TestSiblingsByteBound(t *testing.T) {
+	const n, size, bound = 40, 4096, 5 * 4096
+	t.Run("listed", func(t *testing.T) {
+		e := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{SiblingBytes: bound})
+		e.list(t, "/d")
+		before := e.conn.Stats().BytesIn
+		got := e.count(func() {
+			for i := range n {
+				name := fmt.Sprintf("f%02d", i)
+				e.read(t, "/d/"+name, content(name, size))
+			}
+		})
+		// Each miss brings the file and the 5 after it.
+		if want := int64((n + 5) / 6); got != want {
+			t.Errorf("reading %d files with a bound of 5 files: %d round trips, want %d", n, got, want)
+		}
+		e.idle(t)
+		st := e.c.Stats()
+		if st.SiblingFiles != n-(n+5)/6 {
+			t.Errorf("%d files streamed, want %d", st.SiblingFiles, n-(n+5)/6)
+		}
+		if in := e.conn.Stats().BytesIn - before; in > n*size*3/2 {
+			t.Errorf("%d bytes received for %d bytes of files", in, n*size)
+		}
+	})
+	t.Run("unlisted", func(t *testing.T) {
+		e := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{SiblingBytes: bound, NoPrefetch: true})
+		if _, err := zx.Stat(t.Context(), e.c, "/d/f00"); err != nil {
+			t.Fatal(err)
+		}
+		e.read(t, "/d/f00", content("f00", size))
+		e.idle(t)
+		st := e.c.Stats()
+		if st.SiblingStreams != 1 || st.SiblingBytes > bound || st.SiblingFiles == 0 {
+			t.Errorf("streams %d files %d bytes %d; want 1 stream of at most %d bytes", st.SiblingStreams, st.SiblingFiles, st.SiblingBytes, bound)
+		}
+	})
+}
+
+// TestSiblingsCoherence changes a sibling on the server after its stream
+// was issued (the server took its snapshot): the stale copy the stream
+// brings must not be served.
+func TestSiblingsCoherence(t *testing.T) {
+	const n, size = 40, 16 << 10
+	fs := sibTree(t, n, size)
+	// A slow link: the stream takes about 0.6 s.
+	e := newSibEnv(t, fs, wan.Config{RTT: 40 * time.Millisecond, Rate: 1 << 20}, cache.Options{})
+	ctx := t.Context()
+	e.list(t, "/d")
+	e.read(t, "/d/f00", content("f00", size))
+	ev := e.c.Stats().Events
+	last := fmt.Sprintf("/d/f%02d", n-1)
+	fresh := []byte("changed after the stream started")
+	// Directly on the server's tree: the cache learns of it by a notice.
+	if _, err := zx.WriteFile(ctx, fs, last, nil, fresh); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.c.Stats().Events > ev })
+	for i := 1; i < n-1; i++ {
+		name := fmt.Sprintf("f%02d", i)
+		e.read(t, "/d/"+name, content(name, size))
+	}
+	e.read(t, last, fresh)
+	e.idle(t)
+	e.read(t, last, fresh)
+	t.Logf("%d files installed from the stream (%d if the notice came before the changed file's data)", e.c.Stats().SiblingFiles, n-2)
+}
+
+// TestSiblingsCancel: reading from more directories than may stream at
+// once cancels the streams of those left behind; closing the cache ends
+// the rest; nothing is left running.
+func TestSiblingsCancel(t *testing.T) {
+	ctx := t.Context()
+	fs := memfs.New()
+	const dirs, n, size = 5, 60, 64 << 10
+	for i := range dirs {
+		d := fmt.Sprintf("/d%d", i)
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for j := range n {
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%02d", d, j), nil, content("x", size)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Slow enough that no stream can finish during the test: each
+	// would bring ~4 MiB at 1 MiB/s.
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond, Rate: 1 << 20}, cache.Options{})
+	for i := range dirs {
+		d := fmt.Sprintf("/d%d", i)
+		e.list(t, d)
+		e.read(t, d+"/f00", content("x", size))
+		if live := e.c.Stats().SiblingLive; live > 2 {
+			t.Fatalf("%d sibling streams in flight, want at most 2", live)
+		}
+	}
+	st := e.c.Stats()
+	if st.SiblingStreams != dirs || st.SiblingLive != 2 {
+		t.Fatalf("streams %d live %d, want %d and 2", st.SiblingStreams, st.SiblingLive, dirs)
+	}
+	// The cancelled streams' files were not all delivered: reading on
+	// in the first directory works (a new stream from there).
+	e.read(t, "/d0/f59", content("x", size))
+	e.c.Close() // waits for the streams' goroutines
+	if live := e.c.Stats().SiblingLive; live != 0 {
+		t.Fatalf("%d sibling streams in flight after Close", live)
+	}
+	// And the connection is quiet: no stream keeps the link busy.
+	waitFor(t, func() bool {
+		in := e.conn.Stats().BytesIn
+		time.Sleep(100 * time.Millisecond)
+		return e.conn.Stats().BytesIn-in < 1024
+	})
+}
