@@ -44,7 +44,11 @@ type wstate struct {
 	loaded  bool  // content holds the whole file
 	content []byte
 	ops     []wop // writes and truncations to send, in order (!rewrite)
-	dirty   bool
+	// whole: ops start with a truncation to zero, so they make the whole
+	// file without the server's copy (which a file unlinked while open
+	// no longer has).
+	whole bool
+	dirty bool
 }
 
 // wop is a write (data at off) or, with data nil, a truncation to off.
@@ -78,7 +82,7 @@ func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
 		ws.mu.Lock()
 		if !ws.dirty {
 			// Nothing unsent: take the file as it is now.
-			ws.size, ws.rewrite, ws.loaded, ws.content, ws.ops = d.Size(), false, false, nil, nil
+			ws.size, ws.rewrite, ws.loaded, ws.content, ws.ops, ws.whole = d.Size(), false, false, nil, nil, false
 		}
 		ws.mu.Unlock()
 	}
@@ -135,7 +139,7 @@ func (h *handle) truncate(size int64) {
 	}
 	switch {
 	case size == 0 && !h.s.rewrite:
-		h.s.rewrite, h.s.loaded, h.s.content, h.s.ops = true, false, []byte{}, nil
+		h.s.rewrite, h.s.loaded, h.s.content, h.s.ops, h.s.whole = true, false, []byte{}, nil, false
 	case h.s.rewrite || h.s.loaded:
 		h.s.content = resize(h.s.content, size)
 		if !h.s.rewrite {
@@ -203,14 +207,18 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 
 // spill turns a handle that holds the whole file in memory into one that
 // keeps only its writes, when the file grows past Options.WholeFile: a
-// sparse file of terabytes must not be held whole. h.s.mu is held.
+// sparse file of terabytes must not be held whole. A file unlinked while
+// open has no copy on the server: its writes are all it has, and they
+// stay in memory (as on tmpfs). h.s.mu is held.
 func (h *handle) spill() {
-	if h.s.rewrite {
-		// The file was created or truncated to zero: say so first.
+	if h.s.rewrite || h.s.loaded && h.n.unlinked() {
+		// The file was created or truncated to zero (or has nothing
+		// else): say so first.
 		h.s.ops = []wop{{off: 0}}
 		if len(h.s.content) > 0 {
 			h.s.ops = append(h.s.ops, wop{off: 0, data: h.s.content})
 		}
+		h.s.whole = true
 	}
 	h.s.rewrite, h.s.loaded, h.s.content = false, false, nil
 }
@@ -239,7 +247,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(nil), 0
 	}
 	want := min(int64(len(dest)), h.s.size-off)
-	if !h.s.rewrite && !h.s.loaded && max(h.baseSize(), h.s.size) <= h.n.m.opts.WholeFile {
+	if !h.s.rewrite && !h.s.loaded && !h.s.whole && max(h.baseSize(), h.s.size) <= h.n.m.opts.WholeFile {
 		if e := h.load(ctx); e != 0 {
 			return nil, e
 		}
@@ -253,9 +261,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	// A large file: stream it, then lay the unsent writes over it.
 	buf := dest[:want]
-	n, e := h.readStream(ctx, buf, off)
-	if e != 0 {
-		return nil, e
+	n := 0
+	if !h.s.whole {
+		var e syscall.Errno
+		if n, e = h.readStream(ctx, buf, off); e != 0 {
+			return nil, e
+		}
 	}
 	clear(buf[n:])
 	for _, op := range h.s.ops {
@@ -429,7 +440,7 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 		if first != nil {
 			return errno(first)
 		}
-		h.s.ops = nil
+		h.s.ops, h.s.whole = nil, false
 	}
 	h.s.dirty = false
 	if last.Dir != nil {
@@ -469,7 +480,7 @@ func (h *handle) writeBack(p string) syscall.Errno {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return syscall.EIO
 	}
-	h.s.ops = nil
+	h.s.ops, h.s.whole = nil, false
 	h.s.dirty = false
 	if d := h.n.dir(); d != nil {
 		nd := d.Clone()

@@ -163,3 +163,51 @@ func TestUnlinkOpenLastBig(t *testing.T) {
 		t.Fatalf("read after the unlink: %q %v; want ENOENT, as docs/cache.md says (update it if this is fixed)", b, err)
 	}
 }
+
+// TestUnlinkOpenScratch: the tmpfile(3) pattern, a file created and
+// unlinked at once and used as scratch space, bigger than
+// Options.WholeFile: what is written reads back through the descriptor.
+func TestUnlinkOpenScratch(t *testing.T) {
+	addr, disk := serveLFS(t)
+	e := mnt(t, setup{addr: addr, opts: mount.Options{WholeFile: 4096}})
+	f, err := os.OpenFile(e.p("scratch"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	must(t, os.Remove(e.p("scratch")))
+	var want []byte
+	for i := range 64 {
+		b := bytes.Repeat([]byte{byte('a' + i%26)}, 1000)
+		_, err := f.Write(b)
+		must(t, err)
+		want = append(want, b...)
+	}
+	_, err = f.WriteAt([]byte("HOLE"), 100000)
+	must(t, err)
+	want = append(want, make([]byte, 100000-len(want))...)
+	want = append(want, "HOLE"...)
+	_, err = f.WriteAt([]byte("mid"), 5000)
+	must(t, err)
+	copy(want[5000:], "mid")
+	got := make([]byte, len(want)+10)
+	n, err := f.ReadAt(got, 0)
+	if n != len(want) || !bytes.Equal(got[:n], want) {
+		t.Errorf("read back %d bytes (%v), want %d; equal prefix %d", n, err, len(want), commonPrefix(got[:n], want))
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(want)) {
+		t.Errorf("fstat: %v %v, want size %d", fi, err, len(want))
+	}
+	must(t, f.Close())
+	if ents, _ := os.ReadDir(disk); len(ents) != 0 {
+		t.Errorf("the server has %d entries after the scratch file was closed", len(ents))
+	}
+}
+
+func commonPrefix(a, b []byte) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
