@@ -123,6 +123,8 @@ type Cache struct {
 	recsMin   uint64 // changes with seq below this are forgotten
 	pend      map[string]int
 	pendBelow map[string]int
+	removing  map[string]int        // of pend: Removes (see KnownEmpty)
+	rmBelow   map[string]int        // of pendBelow: Removes
 	deferred  map[string][]zx.Event // notices about paths with local writes pending
 	listing   map[string]bool       // directories being listed by a prefetch
 	watching  bool
@@ -225,6 +227,8 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		files:     make(map[string]*file),
 		pend:      make(map[string]int),
 		pendBelow: make(map[string]int),
+		removing:  make(map[string]int),
+		rmBelow:   make(map[string]int),
 		deferred:  make(map[string][]zx.Event),
 		listing:   make(map[string]bool),
 		ready:     make(chan struct{}),
@@ -1028,16 +1032,22 @@ func (c *Cache) end(s uint64, paths []string, apply func()) {
 	// own result: installing ours could go back in time. Paths no later
 	// write covers are dropped instead (the cache cannot tell what our
 	// result means for them).
-	later, covered := false, make(map[string]bool)
+	// A later write strictly below one of our paths (a file made in a
+	// directory just made) changes only its attributes: our result
+	// stands, with its attributes stale.
+	later, covered, below := false, make(map[string]bool), make(map[string]bool)
 	for i := len(c.recs) - 1; i >= 0 && c.recs[i].seq > s; i-- {
 		if c.recs[i].local {
 			for _, p := range paths {
 				for _, q := range c.recs[i].paths {
-					if zx.Overlaps(p, q) {
-						later = true
-					}
-					if p == q {
+					switch {
+					case p == q:
 						covered[p] = true
+						later = true
+					case zx.HasPrefix(q, p):
+						below[p] = true
+					case zx.HasPrefix(p, q):
+						later = true
 					}
 				}
 			}
@@ -1052,6 +1062,11 @@ func (c *Cache) end(s uint64, paths []string, apply func()) {
 		}
 	} else {
 		apply()
+		for p := range below {
+			if e := c.ents[p]; e != nil {
+				e.stale = true
+			}
+		}
 	}
 	c.pendDel(paths...)
 	var cbs []inval
@@ -1294,11 +1309,17 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 	if all {
 		ec = c.remote.RemoveAll(ctx, p)
 	} else {
+		c.removeNote(p, 1)
 		ec = c.remote.Remove(ctx, p)
 	}
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
+		if !all {
+			// Before the pending count drops: KnownEmpty never sees
+			// more removes than pending writes.
+			c.removeNote(p, -1)
+		}
 		c.end(s, []string{p}, func() {
 			switch {
 			case err == nil || zx.KindOf(err) == zx.ErrNotExist:
@@ -1314,6 +1335,25 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 		out <- err
 	}()
 	return out
+}
+
+// removeNote counts (by one, or down by one) a Remove of p in flight.
+func (c *Cache) removeNote(p string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q := p; ; {
+		m := c.rmBelow
+		if q == p {
+			m = c.removing
+		}
+		if m[q] += n; m[q] <= 0 {
+			delete(m, q)
+		}
+		if q == "/" {
+			break
+		}
+		q = parent(q)
+	}
 }
 
 // Find implements zx.Finder by passing the request on.

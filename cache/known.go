@@ -35,7 +35,14 @@ func (c *Cache) Known(p string) (zx.Dir, bool) {
 }
 
 // KnownEmpty reports whether the cache knows for certain that the
-// directory p is empty.
+// directory p is empty, or will be once the Removes in flight below it
+// are applied: its complete listing is valid, each name in it is being
+// removed, and every local write in flight below p is such a Remove (of
+// a child, or of something below a child being removed). The mount
+// pipelines an rmdir after the unlinks it pipelined (rm -r); if one of
+// them fails, so does the rmdir (ENOTEMPTY), a surprise like any other.
+// The directory's own attributes may be stale (its children changed):
+// they do not matter here.
 func (c *Cache) KnownEmpty(p string) bool {
 	p, err := zx.CleanPath(p)
 	if err != nil {
@@ -43,11 +50,24 @@ func (c *Cache) KnownEmpty(p string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pendingOverlap(p) {
-		return false
+	for q := p; ; q = parent(q) {
+		if c.pend[q] > 0 {
+			return false
+		}
+		if q == "/" {
+			break
+		}
 	}
 	e, ok := c.listed(p)
-	return ok && c.validEntry(e) && len(e.kids) == 0
+	if !ok || !e.d.IsDir() || !c.valid(e.at, e.watched) || c.pendBelow[p] != c.rmBelow[p] {
+		return false
+	}
+	for name := range e.kids {
+		if c.removing[join(p, name)] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // KnownDir returns the entry of directory p for its permissions (mode,

@@ -178,6 +178,13 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		return nil
 	}
 	old := c.ents[p]
+	if ev.Kind == zx.Created && old != nil && old.d != nil && old.d.Type() == ev.Dir.Type() && old.d[zx.AIno] != "" && old.d[zx.AIno] == ev.Dir[zx.AIno] {
+		// The name names the file the cache has (the notice of our
+		// own create, stat'ed by the server after later changes, such
+		// as files made in a new directory): only its attributes may
+		// have changed. Its listing stays, and the kernel's entry.
+		ev.Kind = zx.Changed
+	}
 	switch ev.Kind {
 	case zx.Created, zx.Changed:
 		if old != nil && sameEntry(old.d, ev.Dir) {

@@ -49,6 +49,20 @@ type wstate struct {
 	// no longer has).
 	whole bool
 	dirty bool
+
+	// The first error of writes sent without waiting (flushAhead), for
+	// the next flush (close) or fsync to return.
+	amu  sync.Mutex
+	aerr error
+}
+
+// takeErr returns and clears the error of writes sent without waiting.
+func (ws *wstate) takeErr() error {
+	ws.amu.Lock()
+	defer ws.amu.Unlock()
+	err := ws.aerr
+	ws.aerr = nil
+	return err
 }
 
 // wop is a write (data at off) or, with data nil, a truncation to off.
@@ -349,7 +363,13 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if e := h.flush(ctx); e != 0 {
 		return e
 	}
-	return h.n.m.sync(ctx)
+	if e := h.n.m.sync(ctx); e != 0 {
+		return e
+	}
+	if err := h.s.takeErr(); err != nil {
+		return errno(err)
+	}
+	return 0
 }
 
 // Release implements fs.FileReleaser. Writes made after the last flush
@@ -398,12 +418,16 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 	if !h.s.dirty {
 		if m.wb == nil && h.flags&fuse.O_ANYWRITE != 0 {
 			// Close-to-open: a file created without waiting exists on
-			// the server once close returns, even if nothing was written.
+			// the server once close returns, even if nothing was
+			// written, and writes sent without waiting are there.
 			rctx, cancel := m.rctx(ctx)
 			defer cancel()
 			if err := m.waitPipelined(rctx, p); err != nil {
 				return errno(err)
 			}
+		}
+		if err := h.s.takeErr(); err != nil {
+			return errno(err)
 		}
 		return 0
 	}
@@ -454,6 +478,60 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 		}
 	}
 	m.refreshAttrs(h.n.EmbeddedInode())
+	if err := h.s.takeErr(); err != nil {
+		return errno(err)
+	}
+	return 0
+}
+
+// flushAhead sends the handle's writes without waiting for the server
+// (the default mode; with write-back, flush does not wait anyway). The
+// requests are pipelined changes on the file's path: close waits for
+// them (close-to-open) and returns their first error, as does fsync.
+// Setattr uses it: tar sets times and modes on the open file before
+// closing it, and a Put after them would undo them. h.s.mu is held.
+func (h *handle) flushAhead() syscall.Errno {
+	m := h.n.m
+	if !h.s.dirty || h.n.unlinked() {
+		return 0
+	}
+	if m.wb != nil {
+		return h.writeBack(h.n.path())
+	}
+	p := h.n.path()
+	ctx, done := m.bg(p)
+	var rcs []<-chan zx.Reply
+	if h.s.rewrite {
+		// The Put reads its data after we return: a copy, as later
+		// writes change the content in place.
+		data := bytes.Clone(h.s.content[:h.s.size])
+		rcs = append(rcs, m.t.Put(ctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data)))
+	} else {
+		for _, op := range h.s.ops {
+			if op.data == nil {
+				rcs = append(rcs, m.t.Wstat(ctx, p, zx.Dir{zx.ASize: itoa(op.off)}))
+			} else {
+				rcs = append(rcs, m.t.Put(ctx, p, zx.Dir{}, op.off, bytes.NewReader(op.data)))
+			}
+		}
+		h.s.ops, h.s.whole = nil, false
+	}
+	h.s.dirty = false
+	ws := h.s
+	go func() {
+		defer done()
+		for _, rc := range rcs {
+			if r := <-rc; r.Err != nil {
+				m.log.Warn("mount: a write sent without waiting failed", "path", p, "err", r.Err)
+				ws.amu.Lock()
+				if ws.aerr == nil {
+					ws.aerr = r.Err
+				}
+				ws.amu.Unlock()
+			}
+		}
+	}()
+	h.n.dataChanged() // the kernel's pages: until the reply says what the file is
 	return 0
 }
 

@@ -199,15 +199,26 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 }
 
 // pendingAttr answers a getattr of a file whose written data is still on
-// its way to the server (write-back) from what the mount knows, so that
-// stat after close does not wait for the data to arrive.
+// its way to the server (write-back), or with changes the mount did not
+// wait for in flight, from what the mount knows, so that stat after close
+// does not wait for the data to arrive.
 func (n *node) pendingAttr(out *fuse.AttrOut) bool {
 	m := n.m
-	if m.wb == nil {
-		return false
+	p := n.path()
+	var sz int64
+	ok := false
+	if m.wb != nil {
+		sz, ok = m.wb.PendingSize(p)
 	}
-	sz, ok := m.wb.PendingSize(n.path())
 	d := n.dir()
+	if !ok && d != nil && m.inFlight(p) {
+		// A create, writes or attributes sent without waiting (fchown
+		// makes the kernel ask right after tar's futimens).
+		sz, ok = d.Size(), true
+		if wsz, open := n.wsSize(); open {
+			sz = wsz
+		}
+	}
 	if !ok || d == nil {
 		return false
 	}
@@ -244,6 +255,21 @@ func (n *node) flushAll(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	return (&handle{n: n, s: ws}).flush(ctx)
+}
+
+// flushAhead sends the unsent writes of the open handles of n without
+// waiting (see handle.flushAhead).
+func (n *node) flushAhead() syscall.Errno {
+	n.mu.Lock()
+	ws := n.ws
+	n.mu.Unlock()
+	if ws == nil {
+		return 0
+	}
+	h := &handle{n: n, s: ws}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return h.flushAhead()
 }
 
 func (m *FS) ro() syscall.Errno {
@@ -294,8 +320,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	if len(d) > 0 || hasSize {
 		// Unsent writes go first: a later flush would undo the change
-		// (a Put sets mtime).
-		if e := n.flushAll(ctx); e != 0 {
+		// (a Put sets mtime). They need not be waited for: the change
+		// is applied after them.
+		if e := n.flushAhead(); e != 0 {
 			return e
 		}
 	}

@@ -229,6 +229,13 @@ func (m *FS) awaitErr(op, p string, ec <-chan error, done func(), paths ...strin
 func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Errno, bool) {
 	m := n.m
 	d, ok := m.known(p)
+	if !ok && dir {
+		// Removals in flight below it (rm -r unlinked its files
+		// without waiting) hide the directory from Known; its type
+		// and owner are known, and knownEmpty says whether those
+		// removals empty it.
+		d, ok = m.knownDir(p)
+	}
 	if !ok {
 		return 0, false
 	}
@@ -374,31 +381,61 @@ func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (
 	return 0, true
 }
 
-// wstatAhead applies mode and times (only) to the file at p without
-// waiting, if the cache knows its entry and the caller owns it. It
-// returns the entry the file will have.
+// wstatAhead applies mode and times to the entry at p without waiting,
+// if the mount knows it and the caller owns it. An owner and group equal
+// to those the entry has (tar, as root, gives each file the owner it
+// already has) are sent too, expected to change nothing. The entry is
+// known from the cache; for a directory, from its permissions, which
+// changes in flight below it do not alter; or, for a file or directory
+// with changes of ours in flight (created, or written, without waiting:
+// tar sets times, owner and mode right after writing), from what the
+// mount made of it. It returns the entry the file will have.
 func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool) {
 	m := n.m
-	for k := range d {
-		if k != zx.AMode && k != zx.AMtime && k != zx.AAtime {
-			return nil, false
+	cur, ok := m.known(p)
+	if !ok {
+		if kd, dok := m.knownDir(p); dok {
+			cur, ok = kd, true
 		}
 	}
-	cur, ok := m.known(p)
+	if !ok && m.inFlight(p) {
+		// Written-back data, a create or writes sent without waiting:
+		// the cache waits for their replies, but the mount knows the
+		// file as they leave it.
+		if cur = n.dir(); cur != nil {
+			cur = cur.Clone()
+			ok = true
+		}
+	}
 	if !ok && m.wb != nil {
-		// Written-back data on its way (tar sets times and modes right
-		// after close): the cache waits for its reply, but the mount
-		// knows the file, as close left it.
-		if sz, pending := m.wb.PendingSize(p); pending {
+		if _, pending := m.wb.PendingSize(p); pending {
 			if cur = n.dir(); cur != nil {
 				cur = cur.Clone()
-				cur.SetInt(zx.ASize, sz)
 				ok = true
 			}
 		}
 	}
-	if !ok || cur == nil || cur.Int(zx.ANlink) > 1 || m.writable.Load() != 1 {
+	if !ok || cur == nil || cur.Int(zx.ANlink) > 1 && !cur.IsDir() || m.writable.Load() != 1 {
 		return nil, false
+	}
+	if m.wb != nil {
+		if sz, pending := m.wb.PendingSize(p); pending && !cur.IsDir() {
+			cur.SetInt(zx.ASize, sz)
+		}
+	}
+	if sz, dirty := n.wsSize(); dirty {
+		cur.SetInt(zx.ASize, sz)
+	}
+	for k, v := range d {
+		switch k {
+		case zx.AMode, zx.AMtime, zx.AAtime:
+		case zx.AUid, zx.AGid:
+			if cur[k] != v || cur.Mode()&0o6000 != 0 {
+				return nil, false // a real chown: the server decides
+			}
+		default:
+			return nil, false
+		}
 	}
 	c, ok := ctx.(*fuse.Context)
 	if !ok || m.opts.IDMap.LocalUID(uint32(cur.Int(zx.AUid))) != c.Caller.Owner.Uid {
@@ -411,15 +448,58 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 	nd.SetTime(zx.ACtime, time.Now())
 	bctx, done := m.bg(p)
 	rc := m.t.Wstat(bctx, p, d)
+	ws := n.openState()
 	go func() {
 		defer done()
 		if r := <-rc; r.Err != nil {
+			if ws != nil {
+				// Reported by close and fsync, as the file's writes.
+				ws.amu.Lock()
+				if ws.aerr == nil {
+					ws.aerr = r.Err
+				}
+				ws.amu.Unlock()
+			}
 			m.surprise("wstat", p, r.Err)
 		} else {
 			m.invalidate(p, cache.InvalAttr)
 		}
 	}()
 	return nd, true
+}
+
+// inFlight reports whether a change the mount did not wait for is in
+// flight on exactly p.
+func (m *FS) inFlight(p string) bool {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	for _, op := range m.pops {
+		for _, q := range op.paths {
+			if q == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// openState returns the state the open handles of n share, nil if none.
+func (n *node) openState() *wstate {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ws
+}
+
+// wsSize returns the size of the file as its open handles see it, if it
+// has open handles.
+func (n *node) wsSize() (int64, bool) {
+	ws := n.openState()
+	if ws == nil {
+		return 0, false
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.size, true
 }
 
 func parentOf(p string) string {

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/memfs"
 	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/wan"
@@ -178,5 +181,234 @@ func TestPipelinedTree(t *testing.T) {
 	must(t, err)
 	if len(ents) != 4 {
 		t.Errorf("t/a lists %v", ents)
+	}
+}
+
+// makeTree makes dirs × files files (and the directories, two levels)
+// under root on the server's disk, and returns how many entries it made.
+func makeTree(t *testing.T, root string, dirs, files int) int {
+	t.Helper()
+	n := 0
+	for i := range dirs {
+		for _, d := range []string{fmt.Sprintf("d%d", i), fmt.Sprintf("d%d/sub", i)} {
+			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+			n++
+			for j := range files {
+				must(t, os.WriteFile(filepath.Join(root, d, fmt.Sprintf("f%d", j)), []byte("x"), 0o644))
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// rmr removes the tree at dir as rm -r does (fts: list a directory,
+// unlink its files, descend into its directories, then rmdir it).
+func rmr(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	must(t, err)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			rmr(t, p)
+		} else {
+			must(t, os.Remove(p))
+		}
+	}
+	must(t, os.Remove(dir))
+}
+
+// TestPipelinedRemoveTree: rm -r of a tree whose listings the cache
+// knows does not wait, directories included: an rmdir after the unlinks
+// in flight below it is known to empty it.
+func TestPipelinedRemoveTree(t *testing.T) {
+	srvDir := t.TempDir()
+	n := makeTree(t, filepath.Join(srvDir, "tree"), 4, 6)
+	e := wbMount(t, wbSetup{srvDir: srvDir})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
+	// Know the tree (what a prefetch or an earlier walk leaves).
+	must(t, filepath.WalkDir(e.p("tree"), func(string, fs.DirEntry, error) error { return nil }))
+	must(t, e.m.Sync(context.Background()))
+	e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
+	rt := e.conn.Stats().RoundTrips
+	rmr(t, e.p("tree"))
+	got := e.conn.Stats().RoundTrips - rt
+	t.Logf("rm -r of %d known entries at 100 ms RTT: %d round trips", n+1, got)
+	if got > 2 {
+		t.Errorf("rm -r of %d known entries took %d round trips, want at most 2", n+1, got)
+	}
+	must(t, e.m.Sync(context.Background()))
+	if _, err := os.Lstat(filepath.Join(srvDir, "tree")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after sync the server still has the tree: %v", err)
+	}
+	if s := e.m.Surprises(); s != 0 {
+		t.Errorf("%d surprises", s)
+	}
+}
+
+// TestRmdirSurprise: another client creates a file in a directory the
+// mount believes it is emptying: the rmdir answered at once fails on the
+// server, is counted, and the directory is seen again with that file.
+func TestRmdirSurprise(t *testing.T) {
+	srvDir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(srvDir, "d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(srvDir, "d/a"), []byte("a"), 0o644))
+	tr, err := lfs.New(srvDir, lfs.Options{})
+	must(t, err)
+	addr := serve(t, tr)
+	other, err := client.Dial(context.Background(), addr, client.Options{})
+	must(t, err)
+	defer other.Close()
+	e := wbMount(t, wbSetup{srvDir: srvDir, addr: addr, copts: cache.Options{NoWatch: true, Coherency: time.Hour}, noProxy: true})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
+	if _, err := os.ReadDir(e.p("d")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := zx.WriteFile(ctx, other.Tree(""), "/d/b", zx.Dir{zx.AMode: "0644"}, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	// The mount does not know of b: both answered at once.
+	must(t, os.Remove(e.p("d/a")))
+	must(t, os.Remove(e.p("d")))
+	must(t, e.m.Sync(ctx))
+	if n := e.m.Surprises(); n != 1 {
+		t.Fatalf("%d surprises, want 1 (the rmdir)", n)
+	}
+	ents, err := os.ReadDir(e.p("d"))
+	if err != nil || len(ents) != 1 || ents[0].Name() != "b" {
+		t.Errorf("after the surprise d lists %v (%v), want b", ents, err)
+	}
+	if got := e.server(t, "d/b"); got != "b" {
+		t.Errorf("the server's d/b: %q", got)
+	}
+}
+
+// untar creates files in a new directory of the mount as tar -x does:
+// open(O_CREAT|O_EXCL), write, futimens, fchown (to the owner it has),
+// fchmod, close.
+func untar(t *testing.T, dir string, files int, when time.Time) {
+	t.Helper()
+	must(t, os.Mkdir(dir, 0o700))
+	for i := range files {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		must(t, err)
+		_, err = f.Write([]byte(fmt.Sprintf("data of f%d", i)))
+		must(t, err)
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(when.UnixNano())}
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), ts, 0))
+		must(t, f.Chown(os.Getuid(), os.Getgid()))
+		must(t, f.Chmod(0o644))
+		must(t, f.Close())
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(when.UnixNano())}
+	must(t, unix.UtimesNanoAt(unix.AT_FDCWD, dir, ts, unix.AT_SYMLINK_NOFOLLOW))
+	must(t, os.Lchown(dir, os.Getuid(), os.Getgid()))
+	must(t, os.Chmod(dir, 0o755))
+}
+
+// checkUntar checks on the server's disk what untar made.
+func checkUntar(t *testing.T, dir string, files int, when time.Time) {
+	t.Helper()
+	for i := range files {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		b, err := os.ReadFile(p)
+		must(t, err)
+		fi, err := os.Stat(p)
+		must(t, err)
+		if string(b) != fmt.Sprintf("data of f%d", i) || fi.Mode().Perm() != 0o644 || !fi.ModTime().Equal(when) {
+			t.Errorf("f%d on the server: %q %v %v", i, b, fi.Mode(), fi.ModTime())
+		}
+	}
+	fi, err := os.Stat(dir)
+	must(t, err)
+	if fi.Mode().Perm() != 0o755 || !fi.ModTime().Equal(when) {
+		t.Errorf("the directory on the server: %v %v, want 0755 %v", fi.Mode(), fi.ModTime(), when)
+	}
+}
+
+// TestUntarRoundTrips: unpacking files as tar -x does waits only for
+// each file's data at close in the default mode (close-to-open), and for
+// nothing with write-back.
+func TestUntarRoundTrips(t *testing.T) {
+	const files = 6
+	when := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, wb := range []bool{false, true} {
+		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
+			s := wbSetup{}
+			if wb {
+				s.copts, s.opts = cache.Options{Journal: t.TempDir()}, mount.Options{WriteBack: true}
+			}
+			e := wbMount(t, s)
+			must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
+			must(t, e.m.Sync(context.Background()))
+			e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
+			rt := e.conn.Stats().RoundTrips
+			untar(t, e.p("x"), files, when)
+			n := e.conn.Stats().RoundTrips - rt
+			want := int64(files + 1) // close waits for each file's data
+			if wb {
+				want = 1
+			}
+			t.Logf("tar -x of a directory and %d files at 100 ms RTT: %d round trips", files, n)
+			if n > want {
+				t.Errorf("took %d round trips, want at most %d", n, want)
+			}
+			if !wb {
+				// Close-to-open: each file's data is there already.
+				for i := range files {
+					if got := e.server(t, fmt.Sprintf("x/f%d", i)); got != fmt.Sprintf("data of f%d", i) {
+						t.Errorf("f%d on the server after close: %q", i, got)
+					}
+				}
+			}
+			must(t, e.m.Sync(context.Background()))
+			checkUntar(t, filepath.Join(e.srvDir, "x"), files, when)
+			if s := e.m.Surprises(); s != 0 {
+				t.Errorf("%d surprises", s)
+			}
+			// What the mount shows agrees with the server.
+			for i := range files {
+				fi, err := os.Stat(e.p(fmt.Sprintf("x/f%d", i)))
+				must(t, err)
+				if fi.Size() != int64(len(fmt.Sprintf("data of f%d", i))) || fi.Mode().Perm() != 0o644 {
+					t.Errorf("f%d on the mount: size %d mode %v", i, fi.Size(), fi.Mode())
+				}
+			}
+		})
+	}
+}
+
+// TestWriteAheadError: writes sent without waiting (a chmod of a file
+// with unsent writes sends them first, tar-like) that the server refuses
+// are reported by close.
+func TestWriteAheadError(t *testing.T) {
+	srvDir := t.TempDir()
+	tr, err := lfs.New(srvDir, lfs.Options{})
+	must(t, err)
+	addr := serve(t, tr)
+	other, err := client.Dial(context.Background(), addr, client.Options{})
+	must(t, err)
+	defer other.Close()
+	e := wbMount(t, wbSetup{srvDir: srvDir, addr: addr, copts: cache.Options{NoWatch: true, Coherency: time.Hour}, noProxy: true})
+	ctx := context.Background()
+	f, err := os.Create(e.p("f"))
+	must(t, err)
+	defer f.Close()
+	must(t, e.m.Sync(ctx))
+	// Another client puts a directory in its place, unseen by the mount.
+	must(t, <-other.Tree("").Remove(ctx, "/f"))
+	if _, err := zx.Mkdir(ctx, other.Tree(""), "/f", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write([]byte("data"))
+	must(t, err)
+	must(t, f.Chmod(0o600)) // answered at once; the data goes ahead of it
+	if err := f.Close(); err == nil {
+		t.Errorf("close returned no error for data the server refused")
+	}
+	if fi, err := os.Stat(filepath.Join(srvDir, "f")); err != nil || !fi.IsDir() {
+		t.Errorf("the server's f: %v %v, want the other client's directory", fi, err)
 	}
 }
