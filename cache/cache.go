@@ -822,7 +822,14 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	whole := off == 0 && count < 0
 	switch {
 	case e != nil && e.d.IsDir() && whole:
-		return c.fetchDir(ctx, p, s, ep, at)
+		c.mu.Lock()
+		sibs = c.sibStartDir(p)
+		c.mu.Unlock()
+		rc := c.fetchDir(ctx, p, s, ep, at)
+		if sibs != nil {
+			sibs()
+		}
+		return rc
 	case e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache:
 		rc := c.fetchFile(ctx, p, e.d, nil, off, count, s, ep, at)
 		if sibs != nil {

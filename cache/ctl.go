@@ -35,6 +35,7 @@ func (c *Cache) Status(ctx context.Context) ctl.Section {
 	if c.disk != nil {
 		s.Lines = append(s.Lines, fmt.Sprintf("disk %d files %d hits %d dir %s", st.DiskBytes, st.DiskFiles, st.DiskHits, c.opts.Dir))
 	}
+	s.Lines = append(s.Lines, fmt.Sprintf("siblings %d files %d bytes %d live %d", st.SiblingStreams, st.SiblingFiles, st.SiblingBytes, st.SiblingLive))
 	if c.wb == nil {
 		// Writes go through: nothing is held back.
 		s.Lines = append(s.Lines, "dirty 0", "writeback 0")

@@ -65,6 +65,9 @@ type sibStream struct {
 	hi       string // when done: names up to hi were covered
 	ended    time.Time
 	used     time.Time     // last Get of a file in dir
+	reads    int           // Gets of files in dir since it was issued
+	listed   bool          // started with the listing of dir, a guess (see sibStartDir)
+	hops     int           // listed: directories up to one whose files were read
 	wake     chan struct{} // closed (and replaced) on progress
 	cancel   context.CancelFunc
 	files    int
@@ -88,6 +91,7 @@ func (c *Cache) sibFile(d zx.Dir) bool {
 func (c *Cache) sibTouch(dir string) {
 	if s := c.sib.streams[dir]; s != nil {
 		s.used = time.Now()
+		s.reads++
 	}
 }
 
@@ -101,6 +105,7 @@ func (c *Cache) sibWait(p string, d zx.Dir) <-chan struct{} {
 		return nil
 	}
 	s.used = time.Now()
+	s.reads++
 	if s.done || !c.sibFile(d) || name <= s.from || s.to != "" && name > s.to {
 		return nil
 	}
@@ -138,43 +143,109 @@ func (c *Cache) sibStart(p string) func() {
 	s := &sibStream{dir: dir, from: name, budget: c.opts.SiblingBytes, s: c.seq, ep: c.epoch,
 		at: now, used: now, wake: make(chan struct{})}
 	if le, ok := c.listed(dir); ok {
-		// Choose the files from the listing: those after name that
-		// fit in the budget, stopping at the first that does not.
-		names := make([]string, 0, len(le.kids))
-		for k := range le.kids {
-			if k > name {
-				names = append(names, k)
-			}
-		}
-		slices.Sort(names)
-		s.plan = make(map[string]bool)
-		var total int64
-		for _, k := range names {
-			e := c.ents[join(dir, k)]
-			if !c.validEntry(e) {
-				s.plan = nil // not sure after all: bound it on our side
-				break
-			}
-			if !c.sibFile(e.d) {
-				continue
-			}
-			if f := c.files[join(dir, k)]; f != nil && f.size == e.d[zx.ASize] && f.mtime == e.d[zx.AMtime] {
-				continue // cached already (it still comes if inside the range)
-			}
-			if total+e.d.Size() > s.budget {
-				break
-			}
-			total += e.d.Size()
-			s.plan[k] = true
-			s.to = k
-		}
-		if s.plan != nil && len(s.plan) == 0 {
+		if !c.sibPlan(s, le) {
 			return nil
 		}
 	}
-	if s.plan == nil {
-		s.to = ""
+	return c.sibIssue(f, s, now)
+}
+
+// evidence says how far s's directory is from one whose files were read
+// (0: its own), as far as its streams tell; -1: unknown.
+func (s *sibStream) evidence() int {
+	switch {
+	case s.reads > 0:
+		return 0
+	case s.listed:
+		return s.hops
 	}
+	return -1
+}
+
+// maxSibHops bounds the guesses made without files read: a listing miss
+// of a directory starts a stream with it when a directory at most that
+// many levels above had its files read.
+const maxSibHops = 2
+
+// sibStartDir decides whether a listing miss of directory dir starts a
+// sibling stream of it, issued with the listing: when its parent's files
+// are being read (through a stream), dir's probably will be too, right
+// after its listing (grep -r, diff -r), and this saves that first file's
+// round trip. The guess carries down maxSibHops levels without evidence
+// (a directory listed before the files of its parent are read, or one
+// without files), so that a walk that reads nothing (ls -R, find) after
+// reading a file costs little. The result is used as sibStart's.
+func (c *Cache) sibStartDir(dir string) func() {
+	if c.opts.SiblingBytes <= 0 || c.sib.off || dir == "/" {
+		return nil
+	}
+	f, ok := c.remote.(zx.Finder)
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	ps := c.sib.streams[parent(dir)]
+	if ps == nil || now.Sub(ps.used) > sibForget {
+		return nil
+	}
+	hops := ps.evidence()
+	if hops < 0 || hops >= maxSibHops {
+		return nil
+	}
+	if s := c.sib.streams[dir]; s != nil && (!s.done || now.Sub(s.ended) < sibForget) {
+		return nil
+	}
+	if c.pendingOverlap(dir) {
+		return nil
+	}
+	// A guess, with no listing to choose from: a quarter of the bound
+	// (a directory that has more goes on with a chosen stream).
+	s := &sibStream{dir: dir, budget: max(c.opts.SiblingBytes/4, c.opts.SiblingFile), s: c.seq, ep: c.epoch,
+		at: now, used: now, listed: true, hops: hops + 1, wake: make(chan struct{})}
+	return c.sibIssue(f, s, now)
+}
+
+// sibPlan chooses the files s brings from le, the listing of its
+// directory. It reports false if there are none.
+func (c *Cache) sibPlan(s *sibStream, le *entry) bool {
+	// The files after s.from that fit in the budget, stopping at the
+	// first that does not.
+	names := make([]string, 0, len(le.kids))
+	for k := range le.kids {
+		if k > s.from {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	s.plan = make(map[string]bool)
+	var total int64
+	for _, k := range names {
+		p := join(s.dir, k)
+		e := c.ents[p]
+		if !c.validEntry(e) {
+			// Not sure after all: bound it on our side.
+			s.plan, s.to = nil, ""
+			return true
+		}
+		if !c.sibFile(e.d) {
+			continue
+		}
+		if f := c.files[p]; f != nil && f.size == e.d[zx.ASize] && f.mtime == e.d[zx.AMtime] {
+			continue // cached already (it still comes if inside the range)
+		}
+		if total+e.d.Size() > s.budget {
+			break
+		}
+		total += e.d.Size()
+		s.plan[k] = true
+		s.to = k
+	}
+	return len(s.plan) > 0
+}
+
+// sibIssue registers s and returns the function that issues it.
+func (c *Cache) sibIssue(f zx.Finder, s *sibStream, now time.Time) func() {
+	dir := s.dir
 	c.sibGC(now)
 	// Make room: cancel the streams of the directories least recently
 	// read from.

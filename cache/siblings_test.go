@@ -246,3 +246,90 @@ func TestSiblingsCancel(t *testing.T) {
 		return e.conn.Stats().BytesIn-in < 1024
 	})
 }
+
+// TestSiblingsWithListing: once the files of a directory are being read,
+// the listing of a subdirectory also streams its files, so reading them
+// costs nothing more; a walk that only lists (ls -R) after reading one
+// file starts streams at most two levels down.
+func TestSiblingsWithListing(t *testing.T) {
+	ctx := t.Context()
+	fs := memfs.New()
+	for _, d := range []string{"/d", "/d/s", "/d/s/t", "/d/s/t/u", "/d/s/t/u/v", "/d/s/t/u/v/w"} {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"/d", "/d/s/t", "/d/s/t/u", "/d/s/t/u/v", "/d/s/t/u/v/w"} {
+		for i := range 10 {
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%d", d, i), nil, content(d, 1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	e.list(t, "/d")
+	e.read(t, "/d/f0", content("/d", 1000))
+	e.read(t, "/d/f1", content("/d", 1000))
+	// /d/s has no files: the guess goes on to /d/s/t.
+	got := e.count(func() {
+		e.list(t, "/d/s")
+		e.list(t, "/d/s/t")
+		for i := range 10 {
+			e.read(t, fmt.Sprintf("/d/s/t/f%d", i), content("/d/s/t", 1000))
+		}
+	})
+	if got != 2 {
+		t.Errorf("listing /d/s and /d/s/t and reading the 10 files of /d/s/t: %d round trips, want 2 (the listings)", got)
+	}
+	e.idle(t)
+	st := e.c.Stats()
+	// Now only list: /d/s/t/u is streamed (its parent's files were
+	// read), /d/s/t/u/v too (one level of guessing), nothing below.
+	e.list(t, "/d/s/t/u")
+	e.list(t, "/d/s/t/u/v")
+	e.list(t, "/d/s/t/u/v/w")
+	e.idle(t)
+	if n := e.c.Stats().SiblingStreams - st.SiblingStreams; n != 2 {
+		t.Errorf("listing three directories below one being read: %d streams, want 2", n)
+	}
+	// Listing with no file read starts nothing.
+	e2 := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	for _, d := range []string{"/d", "/d/s", "/d/s/t", "/d/s/t/u"} {
+		e2.list(t, d)
+	}
+	if n := e2.c.Stats().SiblingStreams; n != 0 {
+		t.Errorf("listing directories, no file read: %d streams, want 0", n)
+	}
+}
+
+// TestSiblingsDiskCache: files a stream brings go to the disk cache too,
+// so a later session reads them with no round trip.
+func TestSiblingsDiskCache(t *testing.T) {
+	const n, size = 20, 2000
+	fs := sibTree(t, n, size)
+	dir := t.TempDir()
+	e := newSibEnv(t, fs, wan.Config{RTT: 10 * time.Millisecond}, cache.Options{Dir: dir})
+	e.list(t, "/d")
+	for i := range n {
+		name := fmt.Sprintf("f%02d", i)
+		e.read(t, "/d/"+name, content(name, size))
+	}
+	waitFor(t, func() bool { return e.c.Stats().DiskFiles == n })
+	if st := e.c.Stats(); st.SiblingFiles != n-1 {
+		t.Fatalf("%d files streamed, want %d", st.SiblingFiles, n-1)
+	}
+	e.c.Close()
+	e2 := newSibEnv(t, fs, wan.Config{RTT: 10 * time.Millisecond}, cache.Options{Dir: dir})
+	got := e2.count(func() {
+		for i := range n {
+			name := fmt.Sprintf("f%02d", i)
+			e2.read(t, "/d/"+name, content(name, size))
+		}
+	})
+	if got != 0 {
+		t.Errorf("reading %d files from the disk cache: %d round trips, want 0", n, got)
+	}
+	if st := e2.c.Stats(); st.DiskHits != n {
+		t.Errorf("%d disk hits, want %d", st.DiskHits, n)
+	}
+}
