@@ -132,15 +132,20 @@ func (c *Cache) sibStart(p string) func() {
 	}
 	dir, name := parent(p), path.Base(p)
 	now := time.Now()
+	budget := c.sibFirst()
 	if s := c.sib.streams[dir]; s != nil {
 		if !s.done || name <= s.hi && now.Sub(s.ended) < sibForget {
 			return nil
+		}
+		if s.reads > 0 && now.Sub(s.ended) < sibForget {
+			// Going on in a directory whose files are read.
+			budget = min(2*s.budget, c.opts.SiblingBytes)
 		}
 	}
 	if c.pendingOverlap(dir) {
 		return nil
 	}
-	s := &sibStream{dir: dir, from: name, budget: c.opts.SiblingBytes, s: c.seq, ep: c.epoch,
+	s := &sibStream{dir: dir, from: name, budget: budget, s: c.seq, ep: c.epoch,
 		at: now, used: now, wake: make(chan struct{})}
 	if le, ok := c.listed(dir); ok {
 		if !c.sibPlan(s, le) {
@@ -198,11 +203,17 @@ func (c *Cache) sibStartDir(dir string) func() {
 	if c.pendingOverlap(dir) {
 		return nil
 	}
-	// A guess, with no listing to choose from: a quarter of the bound
-	// (a directory that has more goes on with a chosen stream).
-	s := &sibStream{dir: dir, budget: max(c.opts.SiblingBytes/4, c.opts.SiblingFile), s: c.seq, ep: c.epoch,
+	s := &sibStream{dir: dir, budget: c.sibFirst(), s: c.seq, ep: c.epoch,
 		at: now, used: now, listed: true, hops: hops + 1, wake: make(chan struct{})}
 	return c.sibIssue(f, s, now)
+}
+
+// sibFirst is the budget of a directory's first stream: an eighth of
+// the bound (but room for one file). Each stream that goes on in a
+// directory whose files were read doubles it, up to the bound, so a guess
+// that is not used costs little and one that is soon streams at full size.
+func (c *Cache) sibFirst() int64 {
+	return min(c.opts.SiblingBytes, max(c.opts.SiblingBytes/8, c.opts.SiblingFile))
 }
 
 // sibPlan chooses the files s brings from le, the listing of its

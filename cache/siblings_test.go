@@ -156,6 +156,22 @@ func TestSiblingsByteBound(t *testing.T) {
 			t.Errorf("%d bytes received for %d bytes of files", in, n*size)
 		}
 	})
+	t.Run("growing", func(t *testing.T) {
+		// A directory's first stream brings an eighth of the bound;
+		// each next one, while its files are read, twice the last.
+		e := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{SiblingBytes: 16 * size, SiblingFile: size})
+		e.list(t, "/d")
+		got := e.count(func() {
+			for i := range n {
+				name := fmt.Sprintf("f%02d", i)
+				e.read(t, "/d/"+name, content(name, size))
+			}
+		})
+		// Misses: f00 (streams 2 files), f03 (4), f08 (8), f17 (16), f34 (the last 5).
+		if got != 5 {
+			t.Errorf("reading %d files, streams of 2, 4, 8, 16, 16 files: %d round trips, want 5", n, got)
+		}
+	})
 	t.Run("unlisted", func(t *testing.T) {
 		e := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{SiblingBytes: bound, NoPrefetch: true})
 		if _, err := zx.Stat(t.Context(), e.c, "/d/f00"); err != nil {
@@ -219,7 +235,7 @@ func TestSiblingsCancel(t *testing.T) {
 	}
 	// Slow enough that no stream can finish during the test: each
 	// would bring ~4 MiB at 1 MiB/s.
-	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond, Rate: 1 << 20}, cache.Options{})
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond, Rate: 1 << 20}, cache.Options{SiblingBytes: 64 << 20})
 	for i := range dirs {
 		d := fmt.Sprintf("/d%d", i)
 		e.list(t, d)
