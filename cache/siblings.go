@@ -48,6 +48,10 @@ const (
 
 	// maxSibRecs bounds the finished streams remembered.
 	maxSibRecs = 512
+
+	// sibAll is above every name: a stream that covered its whole
+	// directory.
+	sibAll = "\xff\xff\xff\xff"
 )
 
 // sibStream is one sibling stream of directory dir: the small regular
@@ -146,11 +150,15 @@ func (c *Cache) sibStart(p string) func() {
 		return nil
 	}
 	s := &sibStream{dir: dir, from: name, budget: budget, s: c.seq, ep: c.epoch,
-		at: now, used: now, wake: make(chan struct{})}
-	if le, ok := c.listed(dir); ok {
-		if !c.sibPlan(s, le) {
-			return nil
-		}
+		at: now, used: now, reads: 1, wake: make(chan struct{})}
+	if le, ok := c.listed(dir); ok && !c.sibPlan(s, le) {
+		// Nothing to stream; the record still tells that the
+		// directory's files are read (see sibStartDir).
+		c.sibGC(now)
+		s.done, s.ended, s.hi = true, now, sibAll
+		close(s.wake)
+		c.sib.streams[dir] = s
+		return nil
 	}
 	return c.sibIssue(f, s, now)
 }
@@ -325,7 +333,7 @@ func (c *Cache) sibEnd(s *sibStream, complete bool) {
 	case complete && s.to != "":
 		s.hi = s.to
 	case complete:
-		s.hi = "\xff\xff\xff\xff" // the whole directory
+		s.hi = sibAll
 	default:
 		s.hi = s.seen
 	}
