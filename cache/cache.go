@@ -469,6 +469,18 @@ func (c *Cache) staleParent(p string) {
 	}
 }
 
+// staleParentAfter is staleParent for a local write on p that was queued
+// on the connection by the time issued: a parent entry fetched by a
+// request issued after that (a stat the mount sends beside a file's data
+// at close) was applied after the write, so it shows its effect already.
+func (c *Cache) staleParentAfter(p string, issued time.Time) {
+	if p != "/" {
+		if pe := c.ents[parent(p)]; pe != nil && !pe.at.After(issued) {
+			pe.stale = true
+		}
+	}
+}
+
 // unlist marks the listing of dir p incomplete.
 func (c *Cache) unlist(p string) {
 	if e := c.ents[p]; e != nil {
@@ -1126,11 +1138,12 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 		data = tee
 	}
 	rc := c.remote.Put(ctx, p, d, off, data)
+	issued := time.Now()
 	out := make(chan zx.Reply, 1)
 	go func() {
 		r := <-rc
 		c.end(s, []string{p}, func() {
-			c.applyReply(p, r, at)
+			c.applyReply(p, r, at, issued)
 			if tee != nil && r.Err == nil && r.Dir != nil && r.Dir.Type() == zx.TypeFile {
 				if b, ok := tee.captured(); ok && int64(len(b)) == r.Dir.Size() {
 					c.setData(p, r.Dir, b)
@@ -1193,8 +1206,9 @@ func (t *teeReader) captured() ([]byte, bool) {
 	return t.buf, t.eof && !t.over
 }
 
-// applyReply caches the entry of a Put or Wstat reply.
-func (c *Cache) applyReply(p string, r zx.Reply, at time.Time) {
+// applyReply caches the entry of a Put reply; the Put was issued at at
+// and queued by issued.
+func (c *Cache) applyReply(p string, r zx.Reply, at, issued time.Time) {
 	if r.Err != nil || r.Dir == nil || r.Dir.Path() != p {
 		c.drop(p)
 		if r.Err != nil && zx.KindOf(r.Err) == zx.ErrNotExist {
@@ -1206,7 +1220,7 @@ func (c *Cache) applyReply(p string, r zx.Reply, at time.Time) {
 		c.dropFile(f) // written: even with the same size and mtime
 	}
 	if old := c.ents[p]; old == nil || old.d == nil || old.d.Type() != r.Dir.Type() {
-		c.staleParent(p) // perhaps created
+		c.staleParentAfter(p, issued) // perhaps created
 	}
 	c.set(p, r.Dir.Clone(), at, c.watching)
 }
@@ -1252,6 +1266,7 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 	s := c.begin(f, t)
 	at := time.Now()
 	ec := c.remote.Move(ctx, f, t)
+	issued := time.Now()
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
@@ -1266,8 +1281,8 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 			if f == t {
 				return
 			}
-			c.staleParent(f)
-			c.staleParent(t)
+			c.staleParentAfter(f, issued)
+			c.staleParentAfter(t, issued)
 			old := c.ents[f]
 			c.drop(f)
 			c.drop(t)
@@ -1319,6 +1334,7 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 		c.removeNote(p, 1)
 		ec = c.remote.Remove(ctx, p)
 	}
+	issued := time.Now()
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
@@ -1331,7 +1347,7 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 			switch {
 			case err == nil || zx.KindOf(err) == zx.ErrNotExist:
 				c.drop(p)
-				c.staleParent(p)
+				c.staleParentAfter(p, issued)
 				c.set(p, nil, at, c.watching && err == nil)
 			case zx.KindOf(err) == zx.ErrNotEmpty:
 				c.unlist(p)

@@ -422,8 +422,15 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 			// written, and writes sent without waiting are there.
 			rctx, cancel := m.rctx(ctx)
 			defer cancel()
+			var dc <-chan zx.Reply
+			if m.inFlight(p) {
+				dc = m.statDirAhead(rctx, p)
+			}
 			if err := m.waitPipelined(rctx, p); err != nil {
 				return errno(err)
+			}
+			if dc != nil {
+				<-dc
 			}
 		}
 		if err := h.s.takeErr(); err != nil {
@@ -439,7 +446,10 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 	var last zx.Reply
 	if h.s.rewrite {
 		data := h.s.content[:h.s.size]
-		last = <-m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data))
+		rc := m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data))
+		dc := m.statDirAhead(rctx, p)
+		last = <-rc
+		<-dc
 		m.wrote(last.Err)
 		if last.Err != nil {
 			return errno(last.Err)
@@ -454,6 +464,7 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 				rcs = append(rcs, m.t.Put(rctx, p, zx.Dir{}, op.off, bytes.NewReader(op.data)))
 			}
 		}
+		dc := m.statDirAhead(rctx, p)
 		var first error
 		for _, rc := range rcs {
 			last = <-rc
@@ -461,6 +472,7 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 				first = last.Err
 			}
 		}
+		<-dc
 		if first != nil {
 			return errno(first)
 		}
@@ -482,6 +494,23 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 		return errno(err)
 	}
 	return 0
+}
+
+// statDirAhead asks for the attributes of the directory of p, beside a
+// change to p that close is about to wait for, if the cache has them out
+// of date (a file was made in it): issued after the change, the stat
+// shows its effect and its reply comes with the change's, so a stat of
+// the directory after close costs nothing (cc1 stats "." at each start,
+// after the kernel dropped the directory's attributes for the object
+// file made in it). Close waits for its reply too, which follows the
+// change's at once, so that the cache has it when close returns.
+func (m *FS) statDirAhead(ctx context.Context, p string) <-chan zx.Reply {
+	if p == "/" {
+		rc := make(chan zx.Reply, 1)
+		rc <- zx.Reply{}
+		return rc
+	}
+	return m.t.Stat(ctx, parentOf(p))
 }
 
 // flushAhead sends the handle's writes without waiting for the server
