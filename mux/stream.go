@@ -127,14 +127,13 @@ func (s *Stream) deliver(m Msg) error {
 		s.recvEnded = true
 	}
 	s.rmu.Unlock()
-	select {
-	case s.rwake <- struct{}{}:
-	default:
-	}
 	c := s.c
 	if first || m.End {
 		c.mu.Lock()
 		if first && s.counted {
+			// Before the reader is woken: a request it opens once it has
+			// the reply must not find this one still awaited (it would
+			// not be counted as a round trip).
 			s.counted = false
 			c.awaiting--
 		}
@@ -148,9 +147,13 @@ func (s *Stream) deliver(m Msg) error {
 			}
 		}
 		c.mu.Unlock()
-		if m.End {
-			c.wakeSenders()
-		}
+	}
+	select {
+	case s.rwake <- struct{}{}:
+	default:
+	}
+	if m.End {
+		c.wakeSenders()
 	}
 	return nil
 }
