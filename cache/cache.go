@@ -60,8 +60,14 @@ type Options struct {
 	// place. Default 10s.
 	WatchTimeout time.Duration
 
-	// NoPrefetch: a Stat that misses does not also list the parent.
+	// NoPrefetch: a Stat that misses does not also list the parent,
+	// and no subtree is prefetched.
 	NoPrefetch bool
+
+	// PrefetchEntries bounds the subtree prefetch that the first cold
+	// listing of a directory starts (see prefetch.go): its find is cut
+	// off after that many entries. Default 20000; negative: none.
+	PrefetchEntries int
 
 	// Dir, if set, keeps whole-file data on disk too, persistent across
 	// sessions (see disk.go for the format and crash rules), bounded by
@@ -102,6 +108,11 @@ type Stats struct {
 	SiblingFiles   int64 // files they brought and cached
 	SiblingBytes   int64 // the bytes of those files
 	SiblingLive    int   // sibling streams in flight
+
+	Prefetches    int64 // subtree prefetches started
+	Prefetched    int64 // entries they brought
+	PrefetchCuts  int64 // prefetches cut off at Options.PrefetchEntries
+	PrefetchWaits int64 // requests that waited for a prefetch
 }
 
 // Cache is a caching zx.Tree, zx.Finder and zx.Watcher over a remote tree.
@@ -127,6 +138,8 @@ type Cache struct {
 	rmBelow   map[string]int        // of pendBelow: Removes
 	deferred  map[string][]zx.Event // notices about paths with local writes pending
 	listing   map[string]bool       // directories being listed by a prefetch
+	pfs       []*prefetch           // subtree prefetches in flight (prefetch.go)
+	pfCuts    []pfCut               // where recent ones were cut off
 	watching  bool
 	epoch     uint64 // changes when watching changes
 	ready     chan struct{}
@@ -489,6 +502,7 @@ func (c *Cache) unlist(p string) {
 }
 
 func (c *Cache) dropAll() {
+	c.stopPrefetches()
 	clear(c.ents)
 	for _, f := range c.files {
 		c.dropFile(f)
@@ -602,6 +616,7 @@ func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
 		return replyc(zx.Reply{Err: zx.Errorf("stat", p, err)})
 	}
 	p = cp
+	c.awaitPrefetch(ctx, p, false)
 	c.mu.Lock()
 	if !c.pendingOverlap(p) {
 		if e := c.ents[p]; c.validEntry(e) {
@@ -757,6 +772,10 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 		return c.remote.Get(ctx, p, off, count)
 	}
 	p = cp
+	whole := off == 0 && count < 0
+	if whole {
+		c.awaitPrefetch(ctx, p, true)
+	}
 	c.mu.Lock()
 	var e *entry
 	if !c.pendingOverlap(p) {
@@ -829,15 +848,19 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	}
 	c.stats.Misses++
 	s, ep, at := c.seq, c.epoch, time.Now()
+	var pf *prefetch
+	if e != nil && e.d.IsDir() && whole {
+		pf = c.newPrefetch(ctx, p, e, s, ep, at)
+	}
 	c.mu.Unlock()
 
-	whole := off == 0 && count < 0
 	switch {
 	case e != nil && e.d.IsDir() && whole:
 		c.mu.Lock()
 		sibs = c.sibStartDir(p)
 		c.mu.Unlock()
 		rc := c.fetchDir(ctx, p, s, ep, at)
+		c.runPrefetch(pf) // after the listing, in the same round trip
 		if sibs != nil {
 			sibs()
 		}

@@ -1,0 +1,329 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/lfs"
+	"github.com/zxfs/zx/wan"
+)
+
+// prefetchTree makes, in a new directory, a tree of 1+6+36+216 = 259
+// directories, with two files in each leaf and one in each other
+// directory: 734 entries.
+func prefetchTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	var mk func(dir string, depth int)
+	mk = func(dir string, depth int) {
+		if depth == 3 {
+			for _, f := range []string{"f0", "f1"} {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(dir), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f0"), []byte(dir), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			sub := filepath.Join(dir, fmt.Sprintf("d%d", i))
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			mk(sub, depth+1)
+		}
+	}
+	mk(root, 0)
+	return root
+}
+
+func serveDir(t *testing.T, dir string) (zx.Tree, string) {
+	t.Helper()
+	fs, err := lfs.New(dir, lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs, serve(t, fs)
+}
+
+// walk lists the tree at "/" as ls -lR does: a stat of the root, then
+// for each directory its listing and a stat of each entry. It returns
+// each path's type and size.
+func walk(ctx context.Context, tr zx.Tree) (map[string]string, error) {
+	got := make(map[string]string)
+	d, err := zx.Stat(ctx, tr, "/")
+	if err != nil {
+		return nil, err
+	}
+	got["/"] = d.Type()
+	var rec func(p string) error
+	rec = func(p string) error {
+		ds, err := zx.ReadDir(ctx, tr, p)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			sd, err := zx.Stat(ctx, tr, d.Path())
+			if err != nil {
+				return err
+			}
+			got[sd.Path()] = sd.Type() + " " + sd[zx.ASize]
+			if sd.IsDir() {
+				if err := rec(sd.Path()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return got, rec("/")
+}
+
+func sameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if maps.Equal(got, want) {
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		if got[p] != want[p] {
+			t.Errorf("%s: %s is %q, want %q", what, p, got[p], want[p])
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: %s is %q, want nothing", what, p, got[p])
+		}
+	}
+}
+
+// TestPrefetchWalk walks a cold tree of 259 directories through the
+// cache over a 20 ms link: the stat of the root and its listing (which
+// starts the subtree prefetch in the same round trip) are the only round
+// trips.
+func TestPrefetchWalk(t *testing.T) {
+	ctx := t.Context()
+	fs, addr := serveDir(t, prefetchTree(t))
+	want, err := walk(ctx, fs)
+	if err != nil || len(want) != 734 {
+		t.Fatalf("walking the server's tree: %d entries, %v", len(want), err)
+	}
+	conn := dial(t, lag(t, addr, 20*time.Millisecond))
+	c := newCache(t, conn.Tree(""), cache.Options{})
+	if !c.Watching() {
+		t.Fatal("no watch")
+	}
+	before := rounds(conn)
+	got, err := walk(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "cold walk", got, want)
+	if n := rounds(conn) - before; n != 2 {
+		t.Errorf("cold walk of 259 directories: %d round trips, want 2", n)
+	}
+	st := c.Stats()
+	t.Logf("stats %+v", st)
+	if st.Prefetches != 1 || st.Prefetched != 734 || st.PrefetchCuts != 0 {
+		t.Errorf("prefetches %d entries %d cut %d, want 1, 734, 0", st.Prefetches, st.Prefetched, st.PrefetchCuts)
+	}
+	before = rounds(conn)
+	if got, err = walk(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "warm walk", got, want)
+	if n := rounds(conn) - before; n != 0 {
+		t.Errorf("warm walk: %d round trips, want 0", n)
+	}
+}
+
+// TestPrefetchLookups looks up names deep in a tree right after the
+// first listing started a prefetch: they wait for the prefetch, present
+// or missing, instead of asking the server.
+func TestPrefetchLookups(t *testing.T) {
+	ctx := t.Context()
+	_, addr := serveDir(t, prefetchTree(t))
+	conn := dial(t, lag(t, addr, 20*time.Millisecond))
+	c := newCache(t, conn.Tree(""), cache.Options{})
+	if _, err := zx.Stat(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	before := rounds(conn)
+	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := zx.Stat(ctx, c, "/d5/d4/d3/f1")
+	if err != nil || d.Size() != int64(len("/d5/d4/d3")) && d.Size() == 0 {
+		t.Fatalf("stat of a deep file: %v %v", d, err)
+	}
+	for _, p := range []string{"/d5/d4/d3/missing", "/d5/d4/a", "/d5/zz"} {
+		if _, err := zx.Stat(ctx, c, p); !errors.Is(err, zx.ErrNotExist) && !errors.Is(err, zx.ErrNotDir) {
+			t.Errorf("stat %s: %v, want not found", p, err)
+		}
+	}
+	ds, err := zx.ReadDir(ctx, c, "/d2/d2")
+	if err != nil || len(ds) != 7 {
+		t.Fatalf("listing /d2/d2: %d entries, %v", len(ds), err)
+	}
+	if n := rounds(conn) - before; n != 1 {
+		t.Errorf("listing, then lookups and a listing below it: %d round trips, want 1", n)
+	}
+	if st := c.Stats(); st.PrefetchWaits == 0 {
+		t.Errorf("no request waited for the prefetch: %+v", st)
+	}
+}
+
+// TestPrefetchCutOff walks the tree with prefetches bounded to 100
+// entries: each but the last is cut off, the listings stay complete and
+// correct, and a cold listing in what a cut-off prefetch left unexplored
+// resumes it.
+func TestPrefetchCutOff(t *testing.T) {
+	ctx := t.Context()
+	fs, addr := serveDir(t, prefetchTree(t))
+	want, err := walk(ctx, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, lag(t, addr, 20*time.Millisecond))
+	c := newCache(t, conn.Tree(""), cache.Options{PrefetchEntries: 100})
+	before := rounds(conn)
+	got, err := walk(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "cut-off walk", got, want)
+	n := rounds(conn) - before
+	st := c.Stats()
+	t.Logf("%d round trips; stats %+v", n, st)
+	if st.PrefetchCuts < 734/100 || st.PrefetchCuts+1 < st.Prefetches {
+		t.Errorf("prefetches %d, cut %d: want at least %d, all but one cut", st.Prefetches, st.PrefetchCuts, 734/100)
+	}
+	// Without prefetch it would be 260. A resumed prefetch sends again
+	// the directories it skips (at most 3 levels of 7): 80 new entries
+	// at least, for 734 in all; plus the stat of the root.
+	if n > 734/80+2 {
+		t.Errorf("walk with prefetches of 100 entries: %d round trips, want at most %d", n, 734/80+2)
+	}
+	if got, err = walk(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "warm walk", got, want)
+}
+
+// TestPrefetchCoherence changes the tree while a prefetch streams it
+// (through a slow link) and after: directly on the server's disk and
+// through another client. The cache comes to see every change (by the
+// notices: with a watch, nothing cached expires).
+func TestPrefetchCoherence(t *testing.T) {
+	ctx := t.Context()
+	dir := prefetchTree(t)
+	fs, addr := serveDir(t, dir)
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	conn := dial(t, p.Addr())
+	other := dial(t, addr).Tree("")
+	c := newCache(t, conn.Tree(""), cache.Options{})
+
+	change := func(i int) {
+		t.Helper()
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// On the server's disk: a new file early in the walk, one late,
+		// a removed file and a new directory late.
+		n := fmt.Sprint(i)
+		must(os.WriteFile(filepath.Join(dir, "d0/d0/new"+n), []byte("x"), 0o644))
+		must(os.WriteFile(filepath.Join(dir, "d5/d5/d5/new"+n), []byte("xy"), 0o644))
+		must(os.Remove(filepath.Join(dir, "d5/d4/d"+n+"/f1")))
+		must(os.Mkdir(filepath.Join(dir, "d5/d3/dir"+n), 0o755))
+		// Through another client: a file written, one removed.
+		_, err := zx.WriteFile(ctx, other, "/d4/d4/w"+n, nil, []byte("written"))
+		must(err)
+		must(<-other.Remove(ctx, "/d5/d2/d"+n+"/f0"))
+	}
+	converges := func(what string) {
+		t.Helper()
+		want, err := walk(ctx, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, err := walk(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if maps.Equal(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				sameTree(t, what, got, want)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	if _, err := zx.Stat(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	// The listing starts the prefetch, which then streams for a while.
+	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	change(1)
+	converges("changed during the prefetch")
+	if st := c.Stats(); st.Prefetches == 0 || st.PrefetchCuts != 0 {
+		t.Errorf("stats %+v: want a prefetch, not cut", st)
+	}
+	// After it: every directory is listed in the cache.
+	change(2)
+	converges("changed after the prefetch")
+}
+
+// TestPrefetchWaitHonoursContext cancels a listing waiting for a
+// prefetch that a slow link holds up: the wait ends with the context
+// (else the listing would come, late, from the prefetch).
+func TestPrefetchWaitHonoursContext(t *testing.T) {
+	_, addr := serveDir(t, prefetchTree(t))
+	// About 150 KB of entries at 8 KB/s: /d5 comes after many seconds.
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	conn := dial(t, p.Addr())
+	c := newCache(t, conn.Tree(""), cache.Options{})
+	ctx := t.Context()
+	if _, err := zx.Stat(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := zx.ReadDir(cctx, c, "/d5/d5"); err == nil {
+		t.Fatal("listing with a context that expired while waiting: no error")
+	}
+	if st := c.Stats(); st.PrefetchWaits != 1 || st.Prefetches != 1 {
+		t.Errorf("prefetches %d, waits %d; want 1, 1", st.Prefetches, st.PrefetchWaits)
+	}
+}
