@@ -126,7 +126,7 @@ func (c *Cache) openDisk() error {
 	}
 	c.disk = dk
 	c.evictDisk()
-	go c.diskWriter()
+	go c.diskWriter(dk.wq)
 	return nil
 }
 
@@ -205,10 +205,12 @@ func (c *Cache) storeDisk(p string, d zx.Dir, data []byte) {
 	}
 }
 
-func (c *Cache) diskWriter() {
+// diskWriter writes what storeDisk queues on wq (dk.wq, which closeDisk
+// clears under c.mu: it is passed, not read here).
+func (c *Cache) diskWriter(wq <-chan dwrite) {
 	dk := c.disk
 	defer close(dk.done)
-	for w := range dk.wq {
+	for w := range wq {
 		sum := sha256.Sum256(w.data)
 		h := dheader{Path: w.p, Size: w.d[zx.ASize], Mtime: w.d[zx.AMtime], Ino: w.d[zx.AIno], Len: int64(len(w.data)), Sum: hex.EncodeToString(sum[:])}
 		name := diskName(w.p)
