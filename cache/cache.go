@@ -167,6 +167,7 @@ type entry struct {
 	kids     map[string]bool
 	listAt   time.Time
 	listWtch bool
+	unread   bool // listed by a prefetch, not asked for since (prefetch.go)
 }
 
 // file is cached file data, valid for the entry with that size and mtime.
@@ -526,7 +527,7 @@ func (c *Cache) set(p string, d zx.Dir, at time.Time, watched bool) {
 	old := c.ents[p]
 	e := &entry{d: d, at: at, watched: watched}
 	if old != nil && old.d != nil && d != nil && old.d.IsDir() && d.IsDir() {
-		e.kids, e.listAt, e.listWtch = old.kids, old.listAt, old.listWtch
+		e.kids, e.listAt, e.listWtch, e.unread = old.kids, old.listAt, old.listWtch, old.unread
 	}
 	if old != nil && old.d != nil && (d == nil || old.d.Type() != d.Type()) {
 		c.drop(p)
@@ -809,7 +810,11 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 				}
 				if complete {
 					c.stats.Hits++
+					sibs := c.firstListing(p, le, whole)
 					c.mu.Unlock()
+					if sibs != nil {
+						sibs()
+					}
 					its = its[min(off, int64(len(its))):]
 					if count >= 0 && count < int64(len(its)) {
 						its = its[:count]

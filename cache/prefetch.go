@@ -339,7 +339,21 @@ func (c *Cache) prefetchList(pf *prefetch, d *pfDir) {
 			c.drop(join(d.path, name))
 		}
 	}
+	e.unread = e.unread || e.kids == nil
 	e.kids, e.listAt, e.listWtch = kids, pf.at, c.watching && c.epoch == pf.ep
+}
+
+// firstListing is called when a whole listing of p is answered from the
+// cache: the first one of a listing a prefetch brought stands for the
+// listing miss the prefetch saved, so what a miss would start (a sibling
+// stream, see siblings.go) starts now. The result is for the caller to
+// call after unlocking. c.mu is held.
+func (c *Cache) firstListing(p string, le *entry, whole bool) func() {
+	if !le.unread || !whole {
+		return nil
+	}
+	le.unread = false
+	return c.sibStartDir(p)
 }
 
 // wakePrefetched wakes the waiters pf has answered. A lookup of a name
