@@ -149,12 +149,18 @@ func TestPrefetchWalk(t *testing.T) {
 }
 
 // TestPrefetchLookups looks up names deep in a tree right after the
-// first listing started a prefetch: they wait for the prefetch, present
-// or missing, instead of asking the server.
+// first listing started a prefetch, which a slow link (256 KB/s: about
+// half a second for the tree) keeps streaming: they wait for the
+// prefetch, present or missing, instead of asking the server.
 func TestPrefetchLookups(t *testing.T) {
 	ctx := t.Context()
 	_, addr := serveDir(t, prefetchTree(t))
-	conn := dial(t, lag(t, addr, 20*time.Millisecond))
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	conn := dial(t, p.Addr())
 	c := newCache(t, conn.Tree(""), cache.Options{})
 	if _, err := zx.Stat(ctx, c, "/"); err != nil {
 		t.Fatal(err)
