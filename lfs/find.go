@@ -3,9 +3,6 @@ package lfs
 import (
 	"context"
 	"path"
-	"runtime"
-	"slices"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -58,7 +55,12 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 		}
 		w := &walker{f: f}
 		if !get && readDirHook == nil {
-			w.prefetching()
+			// The readers skip what the walk prunes: see pred.Walk.
+			w.ahead = newReader(f, func(d zx.Dir) bool {
+				real := d[zx.APath]
+				_, prune := pp.MatchPath(d, zx.Reprefix(real, spref, dpref), depth0+depthBelow(p, real))
+				return !prune
+			})
 		}
 		defer w.close()
 		// Entries come with their paths rewritten; realPath maps them
@@ -111,117 +113,11 @@ const findBuffer = 64
 
 // walker reads directories for a walk, keeping open the descriptors of
 // the directories on the way down, so that each directory is opened once,
-// relative to its parent.
-//
-// For Find, it also reads ahead: when the walk reads a directory, workers
-// (one per CPU) start reading its subdirectories, which the walk will want
-// next, so that the system calls for several directories (fstatat and
-// listxattrat per entry) run in parallel. Work is taken last in, first
-// out, with each directory's subdirectories pushed in reverse, which is
-// the order of the walk.
+// relative to its parent. For Find, a reader reads ahead of it.
 type walker struct {
 	f     *FS
 	stack []openDir // each an ancestor of the next
-
-	mu      sync.Mutex // guards pre, todo, workers
-	cond    *sync.Cond
-	pre     map[string]*prefetch
-	todo    []*prefetch
-	workers int
-	stopped bool
-	wg      sync.WaitGroup
-}
-
-// maxAhead bounds the directories read ahead and not yet walked.
-const maxAhead = 256
-
-type prefetch struct {
-	path    string
-	started bool // guarded by walker.mu
-	done    chan struct{}
-	ents    []zx.Dir
-	err     error
-}
-
-func (w *walker) prefetching() {
-	w.pre = make(map[string]*prefetch)
-	w.cond = sync.NewCond(&w.mu)
-}
-
-// ahead queues the subdirectories among ents for reading.
-func (w *walker) ahead(ents []zx.Dir) {
-	if w.pre == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := len(w.todo)
-	for _, d := range ents {
-		if len(w.pre) >= maxAhead {
-			break
-		}
-		if d[zx.AType] != zx.TypeDir {
-			continue
-		}
-		pf := &prefetch{path: d[zx.APath], done: make(chan struct{})}
-		w.pre[pf.path] = pf
-		w.todo = append(w.todo, pf)
-	}
-	slices.Reverse(w.todo[n:])
-	for w.workers < runtime.GOMAXPROCS(0) && len(w.todo) > 0 {
-		w.workers++
-		w.wg.Go(w.work)
-	}
-	w.cond.Broadcast()
-}
-
-func (w *walker) work() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for {
-		for len(w.todo) == 0 && !w.stopped {
-			w.cond.Wait()
-		}
-		if w.stopped {
-			return
-		}
-		pf := w.todo[len(w.todo)-1]
-		w.todo = w.todo[:len(w.todo)-1]
-		pf.started = true
-		w.mu.Unlock()
-		fd, err := openBeneath(w.f.rootfd, pf.path[1:], unix.O_RDONLY|unix.O_DIRECTORY)
-		if err == nil {
-			pf.ents, err = w.f.readDir(fd, pf.path)
-			unix.Close(fd)
-		}
-		pf.err = err
-		close(pf.done)
-		w.mu.Lock()
-	}
-}
-
-// take returns the entries read ahead for p, if any.
-func (w *walker) take(p string) ([]zx.Dir, bool) {
-	if w.pre == nil {
-		return nil, false
-	}
-	w.mu.Lock()
-	pf := w.pre[p]
-	delete(w.pre, p)
-	if pf != nil && !pf.started {
-		// Not started yet: read it here rather than wait.
-		if i := slices.Index(w.todo, pf); i >= 0 {
-			w.todo = slices.Delete(w.todo, i, i+1)
-		}
-		w.mu.Unlock()
-		return nil, false
-	}
-	w.mu.Unlock()
-	if pf == nil {
-		return nil, false
-	}
-	<-pf.done
-	return pf.ents, pf.err == nil
+	ahead *reader   // nil when not reading ahead
 }
 
 type openDir struct {
@@ -278,9 +174,10 @@ func (w *walker) readDir(p string) ([]zx.Dir, error) {
 			return nil, err
 		}
 	}
-	if ds, ok := w.take(p); ok {
-		w.ahead(ds)
-		return ds, nil
+	if w.ahead != nil {
+		if ds, ok := w.ahead.take(p); ok {
+			return ds, nil
+		}
 	}
 	fd, err := w.dir(p)
 	if err != nil {
@@ -290,7 +187,9 @@ func (w *walker) readDir(p string) ([]zx.Dir, error) {
 	if err != nil {
 		return nil, errf("find", p, err)
 	}
-	w.ahead(ds)
+	if w.ahead != nil {
+		w.ahead.read(ds)
+	}
 	return ds, nil
 }
 
@@ -316,12 +215,8 @@ func (w *walker) has(p string) bool {
 // close releases w's descriptors, after its workers are done (they use
 // the root's descriptor, which must stay open while they run).
 func (w *walker) close() {
-	if w.cond != nil {
-		w.mu.Lock()
-		w.stopped = true
-		w.cond.Broadcast()
-		w.mu.Unlock()
-		w.wg.Wait()
+	if w.ahead != nil {
+		w.ahead.stop()
 	}
 	for _, d := range w.stack {
 		d.fd.close()

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +129,98 @@ func cpuTime() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestFindReadAhead checks that reading ahead changes nothing a find
+// sends, and that the readers read only directories the walk reads (none
+// that the predicate prunes), in the order of the walk.
+func TestFindReadAhead(t *testing.T) {
+	f, dir := newFS(t, Options{})
+	// Names that sort around '/', so that walk order is not byte order
+	// of the paths.
+	names := []string{"a", "a b", "a-b", "a.b", "a0", "ab", ".git", "z1", "z2", "z3", "z4", "z5", "z6"}
+	for _, n := range names {
+		for _, sub := range []string{"s1/deep", "s2", "s1.x"} {
+			os.MkdirAll(filepath.Join(dir, "t", n, sub), 0755)
+			for _, fn := range []string{"f1", "f2"} {
+				os.WriteFile(filepath.Join(dir, "t", n, sub, fn), nil, 0644)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, "t", n, "file"), nil, 0644)
+	}
+	os.MkdirAll(filepath.Join(dir, "t", "d1/d2/d3/d4"), 0755)
+	os.WriteFile(filepath.Join(dir, "t", "d1/d2/d3/d4/f"), nil, 0644)
+
+	type find struct {
+		path, pred, spref, dpref string
+		depth0                   int
+	}
+	for _, fd := range []find{
+		{"/", "", "", "", 0},
+		{"/t", "name=.git & prune | type=-", "", "", 0},
+		{"/t", "depth>=3 & prune | true", "/t", "/x", 1},
+		{"/t", "path=/x/a.b & prune | path=/x/z3/s1 & prune | d", "/t", "/x", 0},
+		{"/t/a", "", "/t", "/", 5},
+	} {
+		t.Run(fd.pred, func(t *testing.T) {
+			run := func(first <-chan struct{}) []string {
+				c := f.Find(t.Context(), fd.path, fd.pred, fd.spref, fd.dpref, fd.depth0)
+				if first != nil {
+					// The walk stops when the stream's buffer is
+					// full, well before the end of the tree: the
+					// readers must get ahead of it.
+					select {
+					case <-first:
+					case <-time.After(10 * time.Second):
+						t.Fatal("nothing read ahead while the walk waits")
+					}
+				}
+				var got []string
+				for it := range c {
+					s := it.Dir.Path()
+					if it.Err != nil {
+						s = "ERR " + s + " " + it.Err.Error()
+					}
+					got = append(got, s)
+				}
+				return got
+			}
+			// The walk alone (readDirHook turns reading ahead off).
+			var walked []string
+			readDirHook = func(p string) error {
+				walked = append(walked, p)
+				return nil
+			}
+			want := run(nil)
+			readDirHook = nil
+			if !slices.IsSortedFunc(walked, walkCompare) {
+				t.Errorf("walk order is not walkCompare's: %q", walked)
+			}
+
+			var mu sync.Mutex
+			var ahead []string
+			var first chan struct{}
+			if fd.path == "/" {
+				first = make(chan struct{})
+			}
+			aheadHook = func(p string) {
+				mu.Lock()
+				if len(ahead) == 0 && first != nil {
+					close(first)
+				}
+				ahead = append(ahead, p)
+				mu.Unlock()
+			}
+			defer func() { aheadHook = nil }()
+			got := run(first) // the readers are done when the stream ends
+			if !slices.Equal(got, want) {
+				t.Errorf("find with reading ahead:\n got %q\nwant %q", got, want)
+			}
+			for _, p := range ahead {
+				if !slices.Contains(walked, p) {
+					t.Errorf("read ahead %s, which the walk does not read", p)
+				}
+			}
+		})
+	}
 }

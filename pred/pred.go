@@ -93,6 +93,13 @@ func (p *Pred) Match(d zx.Dir, depth int) (match, prune bool) {
 	return match, prune
 }
 
+// MatchPath is Match for an entry whose path, as the predicate sees it,
+// is path rather than d's own: for a walk that rewrites paths, which must
+// not copy each entry to evaluate it.
+func (p *Pred) MatchPath(d zx.Dir, path string, depth int) (match, prune bool) {
+	return p.match(d, path, depth)
+}
+
 // match is Match with the path of the entry given apart, so that a walk
 // can evaluate rewritten paths without copying the entry.
 func (p *Pred) match(d zx.Dir, path string, depth int) (match, prune bool) {

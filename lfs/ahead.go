@@ -1,0 +1,249 @@
+package lfs
+
+import (
+	"container/heap"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zxfs/zx"
+)
+
+// reader reads directories ahead of a find's walk, so that the system
+// calls of several directories (statx and listxattrat per entry) run on
+// every CPU while the walk, which only hands entries over, waits little.
+//
+// Its workers (one per CPU) read the directories the walk will want in the
+// order it will want them: depth first, names sorted, which is the order
+// of the paths with '/' taken as less than any other byte. Each worker
+// takes the first directory in that order that is known and not read yet,
+// reads it, and makes its subdirectories known, except those the
+// predicate prunes, which the walk does not read either. So the readers
+// run ahead of the walk through the whole tree, not only one level below
+// it, bounded by maxAhead directories and maxAheadEntries entries read and
+// not yet taken by the walk. A directory the walk wants before any worker
+// started on it, the walk reads itself.
+type reader struct {
+	f       *FS
+	descend func(d zx.Dir) bool // whether the walk reads below d
+
+	mu      sync.Mutex // guards all below
+	cond    *sync.Cond
+	known   map[string]*prefetch // queued, being read, or read and not taken
+	queue   dirQueue             // not started, first in walk order first
+	held    int                  // directories being read or read, not taken
+	heldEnt int                  // entries of those
+	workers int
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+const (
+	// maxAhead and maxAheadEntries bound the directories and entries
+	// read ahead and not yet taken by the walk, which is the memory a
+	// find holds beyond its walk.
+	maxAhead        = 256
+	maxAheadEntries = 16 << 10
+	// maxKnown bounds the directories queued for reading: beyond it
+	// subdirectories are left to the walk (whose reads make their own
+	// subdirectories known).
+	maxKnown = 8 << 10
+)
+
+// aheadHook, when set by tests, is called before a worker reads a
+// directory ahead.
+var aheadHook func(p string)
+
+type prefetch struct {
+	path    string
+	index   int  // in reader.queue; -1 when not queued
+	started bool // guarded by reader.mu
+	done    chan struct{}
+	ents    []zx.Dir
+	err     error
+}
+
+func newReader(f *FS, descend func(zx.Dir) bool) *reader {
+	r := &reader{f: f, descend: descend, known: make(map[string]*prefetch)}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// subdirs returns the paths of the subdirectories among ents that the
+// walk will read.
+func (r *reader) subdirs(ents []zx.Dir) []string {
+	var ps []string
+	for _, d := range ents {
+		if d[zx.AType] == zx.TypeDir && r.descend(d) {
+			ps = append(ps, d[zx.APath])
+		}
+	}
+	return ps
+}
+
+// add makes the directories at ps known, to be read ahead. r.mu is held.
+func (r *reader) add(ps []string) {
+	for _, p := range ps {
+		if len(r.known) >= maxKnown {
+			break
+		}
+		if r.known[p] != nil {
+			continue
+		}
+		pf := &prefetch{path: p, done: make(chan struct{})}
+		r.known[p] = pf
+		heap.Push(&r.queue, pf)
+	}
+	for r.workers < runtime.GOMAXPROCS(0) && r.queue.Len() > 0 {
+		r.workers++
+		r.wg.Go(r.work)
+	}
+	r.cond.Broadcast()
+}
+
+// read is called by the walk with the entries of a directory it read
+// itself: their subdirectories are the next to read ahead.
+func (r *reader) read(ents []zx.Dir) {
+	ps := r.subdirs(ents)
+	if len(ps) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.add(ps)
+	r.mu.Unlock()
+}
+
+func (r *reader) work() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		for !r.stopped && (r.queue.Len() == 0 || r.held >= maxAhead || r.heldEnt >= maxAheadEntries) {
+			r.cond.Wait()
+		}
+		if r.stopped {
+			return
+		}
+		pf := heap.Pop(&r.queue).(*prefetch)
+		pf.started = true
+		r.held++
+		r.mu.Unlock()
+		if aheadHook != nil {
+			aheadHook(pf.path)
+		}
+		fd, err := openBeneath(r.f.rootfd, pf.path[1:], unix.O_RDONLY|unix.O_DIRECTORY)
+		var ps []string
+		if err == nil {
+			pf.ents, err = r.f.readDir(fd, pf.path)
+			unix.Close(fd)
+			// Before the walk may have them: it changes them.
+			ps = r.subdirs(pf.ents)
+		}
+		pf.err = err
+		r.mu.Lock()
+		r.heldEnt += len(pf.ents)
+		r.add(ps)
+		close(pf.done)
+	}
+}
+
+// take returns the entries read ahead for the directory at p, if any, and
+// forgets p.
+func (r *reader) take(p string) ([]zx.Dir, bool) {
+	r.mu.Lock()
+	pf := r.known[p]
+	if pf == nil {
+		r.mu.Unlock()
+		return nil, false
+	}
+	delete(r.known, p)
+	if !pf.started {
+		// Not started yet: the walk reads it rather than wait.
+		heap.Remove(&r.queue, pf.index)
+		r.mu.Unlock()
+		return nil, false
+	}
+	r.mu.Unlock()
+	<-pf.done
+	r.mu.Lock()
+	r.held--
+	r.heldEnt -= len(pf.ents)
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	return pf.ents, pf.err == nil
+}
+
+// stop ends the workers and waits for them.
+func (r *reader) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// walkCompare compares paths in the order of a walk: depth first, names
+// sorted byte-wise. That is byte order with '/' below every other byte.
+func walkCompare(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i < n:
+		x, y := a[i], b[i]
+		if x == '/' {
+			return -1
+		}
+		if y == '/' {
+			return 1
+		}
+		if x < y {
+			return -1
+		}
+		return 1
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
+	}
+	return 0
+}
+
+// dirQueue is a heap of directories, first in walk order first.
+type dirQueue []*prefetch
+
+func (q dirQueue) Len() int           { return len(q) }
+func (q dirQueue) Less(i, j int) bool { return walkCompare(q[i].path, q[j].path) < 0 }
+func (q dirQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+func (q *dirQueue) Push(x any) {
+	pf := x.(*prefetch)
+	pf.index = len(*q)
+	*q = append(*q, pf)
+}
+func (q *dirQueue) Pop() any {
+	old := *q
+	pf := old[len(old)-1]
+	old[len(old)-1] = nil
+	pf.index = -1
+	*q = old[:len(old)-1]
+	return pf
+}
+
+// depthBelow returns the number of path elements of p below root, an
+// ancestor of p (or p itself).
+func depthBelow(root, p string) int {
+	if p == root {
+		return 0
+	}
+	if root == "/" {
+		return strings.Count(p, "/")
+	}
+	return strings.Count(p[len(root):], "/")
+}
