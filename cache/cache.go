@@ -849,7 +849,7 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 			c.mu.Unlock()
 			return c.afterWait(ctx, w, p, off, count)
 		}
-		sibs = c.sibStart(p)
+		sibs = c.sibStart(p, e.d)
 	}
 	c.stats.Misses++
 	s, ep, at := c.seq, c.epoch, time.Now()

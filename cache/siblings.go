@@ -122,12 +122,14 @@ func (c *Cache) sibWait(p string, d zx.Dir) <-chan struct{} {
 	return s.wake
 }
 
-// sibStart decides whether a data miss of file p starts a sibling stream
-// of its directory. If so it registers the stream and returns the
+// sibStart decides whether a data miss of file p (entry d) starts a
+// sibling stream of its directory. If so it registers the stream and returns the
 // function that issues it, to be called without c.mu right after the
 // file's own request (so that both share one round trip).
-func (c *Cache) sibStart(p string) func() {
-	if c.opts.SiblingBytes <= 0 || c.sib.off || p == "/" {
+func (c *Cache) sibStart(p string, d zx.Dir) func() {
+	if c.opts.SiblingBytes <= 0 || c.sib.off || p == "/" || d.Size() > c.opts.SiblingFile {
+		// A big file gets the link to itself: its siblings are
+		// streamed when a small one is read.
 		return nil
 	}
 	f, ok := c.remote.(zx.Finder)
@@ -143,7 +145,7 @@ func (c *Cache) sibStart(p string) func() {
 		}
 		if s.reads > 0 && now.Sub(s.ended) < sibForget {
 			// Going on in a directory whose files are read.
-			budget = min(2*s.budget, c.opts.SiblingBytes)
+			budget = min(2*s.budget, c.sibMax())
 		}
 	}
 	if c.pendingOverlap(dir) {
@@ -221,7 +223,14 @@ func (c *Cache) sibStartDir(dir string) func() {
 // directory whose files were read doubles it, up to the bound, so a guess
 // that is not used costs little and one that is soon streams at full size.
 func (c *Cache) sibFirst() int64 {
-	return min(c.opts.SiblingBytes, max(c.opts.SiblingBytes/8, c.opts.SiblingFile))
+	return min(c.sibMax(), max(c.opts.SiblingBytes/8, c.opts.SiblingFile))
+}
+
+// sibMax bounds a stream: Options.SiblingBytes, and a quarter of the
+// memory for cached data, so that what it brings is still there when
+// read.
+func (c *Cache) sibMax() int64 {
+	return min(c.opts.SiblingBytes, c.opts.MemBytes/4)
 }
 
 // sibPlan chooses the files s brings from le, the listing of its

@@ -123,6 +123,13 @@ func TestSiblingsRoundTrips(t *testing.T) {
 	if st2 := e.c.Stats(); st2.SiblingFiles != st.SiblingFiles {
 		t.Errorf("reading the big file streamed %d more files", st2.SiblingFiles-st.SiblingFiles)
 	}
+	// A big file read first in a directory streams nothing.
+	e2 := newSibEnv(t, sibTree(t, n, size), wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	e2.list(t, "/d")
+	e2.read(t, "/d/big", content("big", 300<<10))
+	if st := e2.c.Stats(); st.SiblingStreams != 0 {
+		t.Errorf("reading a big file started %d sibling streams, want 0", st.SiblingStreams)
+	}
 	if got := e.count(func() { e.read(t, "/d/sub/x", content("x", 100)) }); got != 1 {
 		t.Errorf("reading /d/sub/x: %d round trips, want 1 (not streamed with /d)", got)
 	}
