@@ -43,9 +43,12 @@ type reader struct {
 const (
 	// maxAhead and maxAheadEntries bound the directories and entries
 	// read ahead and not yet taken by the walk, which is the memory a
-	// find holds beyond its walk.
+	// find holds beyond its walk. That memory is live for the garbage
+	// collector, which marks it on every cycle: with 4096 entries
+	// ahead, collection took about a fifth more CPU than with 2048,
+	// and the workers stay far enough ahead.
 	maxAhead        = 256
-	maxAheadEntries = 16 << 10
+	maxAheadEntries = 2 << 10
 	// maxKnown bounds the directories queued for reading: beyond it
 	// subdirectories are left to the walk (whose reads make their own
 	// subdirectories known).
