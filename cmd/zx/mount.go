@@ -24,12 +24,14 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
 			"the server pushes (or, if it cannot, by a coherency window), so a cached file opens " +
-			"with no round trip and a directory listing is one request. With --cache-dir, file data " +
+			"with no round trip and a directory listing is one request; the first listing of a " +
+			"directory also streams the metadata of its subtree (up to --prefetch entries), so " +
+			"walking it (find, ls -R) costs no round trip per directory. With --cache-dir, file data " +
 			"is also kept on disk across mounts (revalidated with one find when mounting). " +
 			"By default close() returns once the server has the data (close-to-open); with " +
 			"--writeback it returns at once, the data journaled on local disk and sent in the " +
@@ -38,7 +40,7 @@ func mountCommand() command {
 			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, debug; " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, debug; " +
 			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
 			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
@@ -59,6 +61,7 @@ type mountOptions struct {
 	cacheSize  int64
 	writeback  bool
 	idmap      string
+	prefetch   int
 	compress   compressFlag
 	mo         mount.Options
 }
@@ -112,6 +115,11 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.coherency, err = time.ParseDuration(v)
 		case "timeout":
 			o.timeout, err = time.ParseDuration(v)
+		case "prefetch":
+			o.prefetch, err = strconv.Atoi(v)
+			if err == nil && o.prefetch < 0 {
+				err = errors.New("want a number of entries, 0 for none")
+			}
 		case "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "exec", "noexec", "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime":
 		default:
 			return fmt.Errorf("unknown mount option %q", k)
@@ -136,6 +144,7 @@ func runMount(args []string) int {
 	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
 	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
+	fs.IntVar(&o.prefetch, "prefetch", 20000, "entries of metadata the first listing of a directory prefetches from its subtree (0: none)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
 	o.compress.register(fs)
@@ -149,6 +158,9 @@ func runMount(args []string) int {
 	}
 	if err := parseMountOpts(*opts, &o); err != nil {
 		return usageError(c, err.Error())
+	}
+	if o.prefetch < 0 {
+		return usageError(c, "--prefetch: want a number of entries, 0 for none")
 	}
 	if o.mo.IDMap, err = mount.ParseIDMap(o.idmap); err != nil {
 		return usageError(c, err.Error())
@@ -284,7 +296,10 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	copts := cache.Options{Coherency: o.coherency, Logger: log}
+	copts := cache.Options{Coherency: o.coherency, Logger: log, PrefetchEntries: o.prefetch}
+	if o.prefetch <= 0 {
+		copts.PrefetchEntries = -1
+	}
 	useDir := o.cacheDir != "" || o.writeback
 	if !useDir {
 		// A write-back mount of this location left data in the default
