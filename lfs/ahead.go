@@ -36,24 +36,26 @@ type reader struct {
 	held    int                  // directories being read or read, not taken
 	heldEnt int                  // entries of those
 	workers int
+	waiting int  // workers waiting for work or room
+	full    bool // since the last wake-up, workers waited for room
 	stopped bool
 	wg      sync.WaitGroup
 }
 
-const (
-	// maxAhead and maxAheadEntries bound the directories and entries
-	// read ahead and not yet taken by the walk, which is the memory a
-	// find holds beyond its walk. That memory is live for the garbage
-	// collector, which marks it on every cycle: with 4096 entries
-	// ahead, collection took about a fifth more CPU than with 2048,
-	// and the workers stay far enough ahead.
-	maxAhead        = 256
-	maxAheadEntries = 2 << 10
-	// maxKnown bounds the directories queued for reading: beyond it
-	// subdirectories are left to the walk (whose reads make their own
-	// subdirectories known).
-	maxKnown = 8 << 10
-)
+// maxAhead and maxAheadEntries bound the directories and entries read
+// ahead and not yet taken by the walk, which is the memory a find holds
+// beyond its walk. That memory is live for the garbage collector, which
+// marks it on every cycle: with 4096 entries ahead, collection took about
+// a fifth more CPU than with 2048, and the workers stay far enough ahead.
+// (Tests lower maxAheadEntries.)
+const maxAhead = 256
+
+var maxAheadEntries = 2 << 10
+
+// maxKnown bounds the directories queued for reading: beyond it
+// subdirectories are left to the walk (whose reads make their own
+// subdirectories known).
+const maxKnown = 8 << 10
 
 // aheadHook, when set by tests, is called before a worker reads a
 // directory ahead.
@@ -103,7 +105,9 @@ func (r *reader) add(ps []string) {
 		r.workers++
 		r.wg.Go(r.work)
 	}
-	r.cond.Broadcast()
+	if r.waiting > 0 && !r.full {
+		r.cond.Broadcast()
+	}
 }
 
 // read is called by the walk with the entries of a directory it read
@@ -123,7 +127,12 @@ func (r *reader) work() {
 	defer r.mu.Unlock()
 	for {
 		for !r.stopped && (r.queue.Len() == 0 || r.held >= maxAhead || r.heldEnt >= maxAheadEntries) {
+			if r.queue.Len() > 0 {
+				r.full = true
+			}
+			r.waiting++
 			r.cond.Wait()
+			r.waiting--
 		}
 		if r.stopped {
 			return
@@ -172,7 +181,14 @@ func (r *reader) take(p string) ([]zx.Dir, bool) {
 	r.mu.Lock()
 	r.held--
 	r.heldEnt -= len(pf.ents)
-	r.cond.Broadcast()
+	// Workers that wait for room wake up when half of it is free, not
+	// for each directory taken: each wake-up costs system calls. (The
+	// walk never waits for a directory no worker started, so how the
+	// workers wait can slow it down but never stop it.)
+	if r.full && r.held <= maxAhead/2 && r.heldEnt <= maxAheadEntries/2 {
+		r.full = false
+		r.cond.Broadcast()
+	}
 	r.mu.Unlock()
 	return pf.ents, pf.err == nil
 }

@@ -151,6 +151,11 @@ func TestFindReadAhead(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "t", "d1/d2/d3/d4"), 0755)
 	os.WriteFile(filepath.Join(dir, "t", "d1/d2/d3/d4/f"), nil, 0644)
 
+	// Little room ahead, so that the readers wait for it, again and
+	// again, while the walk waits for the stream's reader.
+	defer func(n int) { maxAheadEntries = n }(maxAheadEntries)
+	maxAheadEntries = 20
+
 	type find struct {
 		path, pred, spref, dpref string
 		depth0                   int
