@@ -156,10 +156,7 @@ func (c *Cache) sibStart(p string, d zx.Dir) func() {
 	if le, ok := c.listed(dir); ok && !c.sibPlan(s, le) {
 		// Nothing to stream; the record still tells that the
 		// directory's files are read (see sibStartDir).
-		c.sibGC(now)
-		s.done, s.ended, s.hi = true, now, sibAll
-		close(s.wake)
-		c.sib.streams[dir] = s
+		c.sibNone(s, now)
 		return nil
 	}
 	return c.sibIssue(f, s, now)
@@ -182,8 +179,9 @@ func (s *sibStream) evidence() int {
 // many levels above had its files read.
 const maxSibHops = 2
 
-// sibStartDir decides whether a listing miss of directory dir starts a
-// sibling stream of it, issued with the listing: when its parent's files
+// sibStartDir decides whether a listing miss of directory dir (or the
+// first listing of one a subtree prefetch listed) starts a sibling stream
+// of it, issued with the listing: when its parent's files
 // are being read (through a stream), dir's probably will be too, right
 // after its listing (grep -r, diff -r), and this saves that first file's
 // round trip. The guess carries down maxSibHops levels without evidence
@@ -215,7 +213,22 @@ func (c *Cache) sibStartDir(dir string) func() {
 	}
 	s := &sibStream{dir: dir, budget: c.sibFirst(), s: c.seq, ep: c.epoch,
 		at: now, used: now, listed: true, hops: hops + 1, wake: make(chan struct{})}
+	if le, ok := c.listed(dir); ok && !c.sibPlan(s, le) {
+		// Listed already (by a subtree prefetch): nothing to stream,
+		// but the guess goes on below.
+		c.sibNone(s, now)
+		return nil
+	}
 	return c.sibIssue(f, s, now)
+}
+
+// sibNone records s, which has nothing to bring, as done, without a
+// request: what it tells of its directory is still of use.
+func (c *Cache) sibNone(s *sibStream, now time.Time) {
+	c.sibGC(now)
+	s.done, s.ended, s.hi = true, now, sibAll
+	close(s.wake)
+	c.sib.streams[s.dir] = s
 }
 
 // sibFirst is the budget of a directory's first stream: an eighth of
