@@ -587,7 +587,7 @@ func checkFUSE() error {
 
 // writebackMode says how write-back workloads are run.
 func writebackMode() string {
-	return "`rm-wb` and `tar-wb` mount with `mount.Options{WriteBack: true}` over `cache.Open` with a journal in a fresh directory on local disk (what `zx mount --writeback` does): close() does not wait for the server; after the timed command the benchmark waits for `FS.Sync` (what fsync and `zx sync` wait for) and reports that wait separately"
+	return "`rm-wb` and `tar-wb` mount with `mount.Options{WriteBack: true}` over `cache.Open` with a journal in a fresh directory on local disk (what `zx mount --writeback` does): close() does not wait for the server; after the timed command the benchmark waits for `FS.Sync` (what fsync and `zx sync` wait for) and reports that wait separately. In the default mode, changes the mount pipelined without waiting (rm's unlinks and rmdirs) may still be on their way when the command exits, for about one RTT: the check of the result waits for them (`FS.Sync`) first, outside the timing"
 }
 
 // loadavg returns the system's load averages, which say how busy the

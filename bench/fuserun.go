@@ -234,6 +234,16 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 				res.FlushSeconds = time.Since(t0).Seconds()
 			}
 		}
+		if !j.wb && flush != nil && j.check != nil && rel == "." && res.Error == "" {
+			// Changes the mount pipelined (rm's last rmdir) may still
+			// be on their way, for about one RTT: the check waits for
+			// them, outside the timing.
+			fctx, cancel := context.WithTimeout(ctx, capd)
+			if err := flush(fctx); err != nil {
+				res.Error = "waiting for pipelined changes: " + err.Error()
+			}
+			cancel()
+		}
 		if j.check != nil && rel == "." && res.Error == "" {
 			if err := j.check(); err != nil {
 				res.Error = err.Error()

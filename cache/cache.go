@@ -1074,6 +1074,12 @@ func (c *Cache) begin(paths ...string) uint64 {
 // update the cache from its outcome, then applies notices that arrived for
 // its paths meanwhile.
 func (c *Cache) end(s uint64, paths []string, apply func()) {
+	c.endWith(s, paths, apply, nil)
+}
+
+// endWith is end, calling release (with c.mu held) as the write stops
+// being pending.
+func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 	c.mu.Lock()
 	// A later local write on the same paths installs (or installed) its
 	// own result: installing ours could go back in time. Paths no later
@@ -1114,6 +1120,9 @@ func (c *Cache) end(s uint64, paths []string, apply func()) {
 				e.stale = true
 			}
 		}
+	}
+	if release != nil {
+		release()
 	}
 	c.pendDel(paths...)
 	var cbs []inval
@@ -1366,12 +1375,13 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
+		var release func()
 		if !all {
-			// Before the pending count drops: KnownEmpty never sees
-			// more removes than pending writes.
-			c.removeNote(p, -1)
+			// With the pending count: KnownEmpty sees the removes in
+			// flight among the pending writes.
+			release = func() { c.removeNoteLocked(p, -1) }
 		}
-		c.end(s, []string{p}, func() {
+		c.endWith(s, []string{p}, func() {
 			switch {
 			case err == nil || zx.KindOf(err) == zx.ErrNotExist:
 				c.drop(p)
@@ -1382,7 +1392,7 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 			default:
 				c.drop(p)
 			}
-		})
+		}, release)
 		out <- err
 	}()
 	return out
@@ -1392,6 +1402,11 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 func (c *Cache) removeNote(p string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeNoteLocked(p, n)
+}
+
+// removeNoteLocked is removeNote with c.mu held.
+func (c *Cache) removeNoteLocked(p string, n int) {
 	for q := p; ; {
 		m := c.rmBelow
 		if q == p {
