@@ -24,14 +24,16 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] [--siblings SIZE] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
 			"the server pushes (or, if it cannot, by a coherency window), so a cached file opens " +
 			"with no round trip and a directory listing is one request; the first listing of a " +
 			"directory also streams the metadata of its subtree (up to --prefetch entries), so " +
-			"walking it (find, ls -R) costs no round trip per directory. With --cache-dir, file data " +
+			"walking it (find, ls -R) costs no round trip per directory; reading a file also streams " +
+			"the directory's other small files (up to --siblings bytes at a time), so reading them " +
+			"(grep -r, diff -r) costs no round trip per file. With --cache-dir, file data " +
 			"is also kept on disk across mounts (revalidated with one find when mounting). " +
 			"By default close() returns once the server has the data (close-to-open); with " +
 			"--writeback it returns at once, the data journaled on local disk and sent in the " +
@@ -40,7 +42,7 @@ func mountCommand() command {
 			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, debug; " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug; " +
 			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
 			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
@@ -62,11 +64,24 @@ type mountOptions struct {
 	writeback  bool
 	idmap      string
 	prefetch   int
+	siblings   int64
 	compress   compressFlag
 	mo         mount.Options
 }
 
 // parseCacheSize parses a size such as 512M, 2G or 1000000.
+// parseSiblings parses the sibling stream bound: a size, or 0 for none.
+func parseSiblings(s string) (int64, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	n, err := parseCacheSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q: want e.g. 2M, or 0 for none", s)
+	}
+	return n, nil
+}
+
 func parseCacheSize(s string) (int64, error) {
 	mult := int64(1)
 	switch {
@@ -115,6 +130,8 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.coherency, err = time.ParseDuration(v)
 		case "timeout":
 			o.timeout, err = time.ParseDuration(v)
+		case "siblings":
+			o.siblings, err = parseSiblings(v)
 		case "prefetch":
 			o.prefetch, err = strconv.Atoi(v)
 			if err == nil && o.prefetch < 0 {
@@ -144,6 +161,7 @@ func runMount(args []string) int {
 	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
 	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
+	siblings := fs.String("siblings", "8M", "bytes of a directory's small files one read streams ahead, e.g. 2M (0: none)")
 	fs.IntVar(&o.prefetch, "prefetch", 20000, "entries of metadata the first listing of a directory prefetches from its subtree (0: none)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
@@ -155,6 +173,9 @@ func runMount(args []string) int {
 	var err error
 	if o.cacheSize, err = parseCacheSize(*cacheSize); err != nil {
 		return usageError(c, "--cache-size: "+err.Error())
+	}
+	if o.siblings, err = parseSiblings(*siblings); err != nil {
+		return usageError(c, "--siblings: "+err.Error())
 	}
 	if err := parseMountOpts(*opts, &o); err != nil {
 		return usageError(c, err.Error())
@@ -299,6 +320,10 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	copts := cache.Options{Coherency: o.coherency, Logger: log, PrefetchEntries: o.prefetch}
 	if o.prefetch <= 0 {
 		copts.PrefetchEntries = -1
+	}
+	copts.SiblingBytes = o.siblings
+	if o.siblings <= 0 {
+		copts.SiblingBytes = -1
 	}
 	useDir := o.cacheDir != "" || o.writeback
 	if !useDir {

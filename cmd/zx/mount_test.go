@@ -86,7 +86,7 @@ func TestMountDaemon(t *testing.T) {
 	srvDir := t.TempDir()
 	addr := serve(t, srvDir)
 	mnt, cdir := t.TempDir(), t.TempDir()
-	zxMount(t, "-o", "rw,nodev,writeback,cache_dir="+cdir+",cache_size=64M,timeout=5s,coherency=1s,idmap=user,prefetch=5000", "zx://"+addr+"/", mnt)
+	zxMount(t, "-o", "rw,nodev,writeback,cache_dir="+cdir+",cache_size=64M,timeout=5s,coherency=1s,idmap=user,prefetch=5000,siblings=2M", "zx://"+addr+"/", mnt)
 	if daemonPid(mnt) == 0 {
 		t.Fatal("no mount process left running")
 	}
@@ -110,6 +110,8 @@ func TestMountDaemon(t *testing.T) {
 	runZX(t, "", "mount", "-o", "bogus", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad option")
 	runZX(t, "", "mount", "-o", "prefetch=-1", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad prefetch option")
 	runZX(t, "", "mount", "--prefetch", "-1", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad --prefetch")
+	runZX(t, "", "mount", "-o", "siblings=lots", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad siblings option")
+	runZX(t, "", "mount", "--siblings", "-1", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad --siblings")
 	runZX(t, "", "mount", "--idmap", "file:/nonexistent", "zx://"+addr+"/", t.TempDir()).want(t, 2, "bad idmap")
 	// Errors of the daemon before it is ready reach the caller.
 	r = runZX(t, "", "mount", "zx://127.0.0.1:1/", t.TempDir()).want(t, 1, "unreachable server")
