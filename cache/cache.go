@@ -69,6 +69,12 @@ type Options struct {
 	// off after that many entries. Default 20000; negative: none.
 	PrefetchEntries int
 
+	// PrefetchWait bounds how long a request waits for a prefetch to
+	// bring what it wants before asking the remote itself. Default: four
+	// round trips of the remote (if it tells its RTT), at least 250 ms;
+	// negative: as long as the prefetch makes progress.
+	PrefetchWait time.Duration
+
 	// Dir, if set, keeps whole-file data on disk too, persistent across
 	// sessions (see disk.go for the format and crash rules), bounded by
 	// DiskBytes (default 1 GiB) with LRU eviction.
@@ -109,10 +115,11 @@ type Stats struct {
 	SiblingBytes   int64 // the bytes of those files
 	SiblingLive    int   // sibling streams in flight
 
-	Prefetches    int64 // subtree prefetches started
-	Prefetched    int64 // entries they brought
-	PrefetchCuts  int64 // prefetches cut off at Options.PrefetchEntries
-	PrefetchWaits int64 // requests that waited for a prefetch
+	Prefetches      int64 // subtree prefetches started
+	Prefetched      int64 // entries they brought
+	PrefetchCuts    int64 // prefetches cut off at Options.PrefetchEntries
+	PrefetchWaits   int64 // requests that waited for a prefetch
+	PrefetchGiveUps int64 // of those, requests that stopped waiting (PrefetchWait)
 }
 
 // Cache is a caching zx.Tree, zx.Finder and zx.Watcher over a remote tree.

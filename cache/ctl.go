@@ -30,7 +30,7 @@ func (c *Cache) Status(ctx context.Context) ctl.Section {
 		fmt.Sprintf("data %d", st.DataBytes),
 		fmt.Sprintf("hits %d misses %d rate %.3f", st.Hits, st.Misses, rate),
 		fmt.Sprintf("events %d invalidations %d", st.Events, st.Invalidations),
-		fmt.Sprintf("prefetch %d entries %d cut %d waits %d", st.Prefetches, st.Prefetched, st.PrefetchCuts, st.PrefetchWaits),
+		fmt.Sprintf("prefetch %d entries %d cut %d waits %d gaveup %d", st.Prefetches, st.Prefetched, st.PrefetchCuts, st.PrefetchWaits, st.PrefetchGiveUps),
 		"coherence "+mode,
 	)
 	if c.disk != nil {

@@ -43,6 +43,9 @@ const (
 	// makes no progress before it asks the server itself.
 	prefetchStall = time.Second
 
+	// minPrefetchWait is the least default Options.PrefetchWait.
+	minPrefetchWait = 250 * time.Millisecond
+
 	// prefetchTimeout bounds a prefetch as a whole.
 	prefetchTimeout = 5 * time.Minute
 
@@ -479,15 +482,34 @@ func (c *Cache) knownFor(p string, list bool) bool {
 	return ok && p != "/" && !pe.kids[p[strings.LastIndexByte(p, '/')+1:]]
 }
 
+// prefetchWait is how long a request may wait for prefetches in all
+// (Options.PrefetchWait); 0: no bound.
+func (c *Cache) prefetchWait() time.Duration {
+	switch w := c.opts.PrefetchWait; {
+	case w < 0:
+		return 0
+	case w > 0:
+		return w
+	}
+	w := minPrefetchWait
+	if r, ok := c.remote.(interface{ RTT() time.Duration }); ok {
+		w = max(w, 4*r.RTT())
+	}
+	return w
+}
+
 // awaitPrefetch waits, when the cache cannot answer a request for p (list:
 // a whole listing) but a prefetch in flight will tell it, until that
-// prefetch has reached p (for a listing: passed p's contents), ended, or
-// made no progress for prefetchStall, or ctx is done. The caller then
-// answers as usual: from the cache, or from the remote.
+// prefetch has reached p (for a listing: passed p's contents) or ended;
+// or until ctx is done, the prefetch made no progress for prefetchStall,
+// or the wait reached prefetchWait (the stream is far from p, or slow:
+// one round trip costs less). The caller then answers as usual: from the
+// cache, or from the remote.
 func (c *Cache) awaitPrefetch(ctx context.Context, p string, list bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	waited := false
+	var deadline <-chan time.Time
 	for len(c.pfs) > 0 && !c.pendingOverlap(p) && !c.knownFor(p, list) {
 		w := &pfWaiter{p: p, list: list, ch: make(chan struct{})}
 		var pf *prefetch
@@ -508,6 +530,11 @@ func (c *Cache) awaitPrefetch(ctx context.Context, p string, list bool) {
 		if !waited {
 			waited = true
 			c.stats.PrefetchWaits++
+			if d := c.prefetchWait(); d > 0 {
+				dt := time.NewTimer(d)
+				defer dt.Stop()
+				deadline = dt.C
+			}
 		}
 		n := pf.n
 		c.mu.Unlock()
@@ -519,6 +546,12 @@ func (c *Cache) awaitPrefetch(ctx context.Context, p string, list bool) {
 			case <-w.ch:
 				break wait
 			case <-ctx.Done():
+				stalled = true
+				break wait
+			case <-deadline:
+				c.mu.Lock()
+				c.stats.PrefetchGiveUps++
+				c.mu.Unlock()
 				stalled = true
 				break wait
 			case <-t.C:

@@ -161,7 +161,7 @@ func TestPrefetchLookups(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	conn := dial(t, p.Addr())
-	c := newCache(t, conn.Tree(""), cache.Options{})
+	c := newCache(t, conn.Tree(""), cache.Options{PrefetchWait: -1})
 	if _, err := zx.Stat(ctx, c, "/"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestPrefetchLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := zx.Stat(ctx, c, "/d5/d4/d3/f1")
-	if err != nil || d.Size() != int64(len("/d5/d4/d3")) && d.Size() == 0 {
+	if err != nil || d.Path() != "/d5/d4/d3/f1" || d.Size() == 0 {
 		t.Fatalf("stat of a deep file: %v %v", d, err)
 	}
 	for _, p := range []string{"/d5/d4/d3/missing", "/d5/d4/a", "/d5/zz"} {
@@ -316,7 +316,7 @@ func TestPrefetchWaitHonoursContext(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	conn := dial(t, p.Addr())
-	c := newCache(t, conn.Tree(""), cache.Options{})
+	c := newCache(t, conn.Tree(""), cache.Options{PrefetchWait: -1})
 	ctx := t.Context()
 	if _, err := zx.Stat(ctx, c, "/"); err != nil {
 		t.Fatal(err)
@@ -331,5 +331,41 @@ func TestPrefetchWaitHonoursContext(t *testing.T) {
 	}
 	if st := c.Stats(); st.PrefetchWaits != 1 || st.Prefetches != 1 {
 		t.Errorf("prefetches %d, waits %d; want 1, 1", st.Prefetches, st.PrefetchWaits)
+	}
+}
+
+// TestPrefetchWaitBound looks up a name near the end of a prefetch that a
+// slow link (128 KB/s: about a second for the tree) streams: the lookup
+// stops waiting after PrefetchWait (250 ms here) and asks the server.
+// (Its reply then queues on the link behind the find's data in flight:
+// the time is not asserted, the round trip is.)
+func TestPrefetchWaitBound(t *testing.T) {
+	_, addr := serveDir(t, prefetchTree(t))
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 128 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	conn := dial(t, p.Addr())
+	c := newCache(t, conn.Tree(""), cache.Options{})
+	ctx := t.Context()
+	if _, err := zx.Stat(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	before := rounds(conn)
+	t0 := time.Now()
+	d, err := zx.Stat(ctx, c, "/d5/d5/d5/f1")
+	if err != nil || d.Path() != "/d5/d5/d5/f1" || d.Size() == 0 {
+		t.Fatalf("stat: %v %v", d, err)
+	}
+	t.Logf("stat took %v", time.Since(t0))
+	if n := rounds(conn) - before; n != 1 {
+		t.Errorf("lookup far ahead of a slow prefetch: %d round trips, want 1 (its own)", n)
+	}
+	if st := c.Stats(); st.PrefetchWaits != 1 || st.PrefetchGiveUps != 1 {
+		t.Errorf("waits %d, gave up %d; want 1, 1", st.PrefetchWaits, st.PrefetchGiveUps)
 	}
 }

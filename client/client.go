@@ -278,6 +278,10 @@ var (
 // Conn returns the tree's connection.
 func (t *Tree) Conn() *Conn { return t.c }
 
+// RTT returns the connection's estimate of the round-trip time (0 before
+// it has one), for layers above that weigh waiting against asking.
+func (t *Tree) RTT() time.Duration { return t.c.RTT() }
+
 // encode encodes req, with the caller it is made for.
 func (t *Tree) encode(ctx context.Context, req *proto.Request) []byte {
 	c, ok := zx.CallerFrom(ctx)
