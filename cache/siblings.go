@@ -84,6 +84,10 @@ type siblings struct {
 	live    int
 	off     bool           // the remote cannot findget: never try again
 	wg      sync.WaitGroup // the streams' goroutines, for Close
+
+	// beforeInstall, if set (by tests), is called without c.mu before
+	// a file a stream brought is installed, with its path.
+	beforeInstall func(path string)
 }
 
 // sibFile reports whether d is a file a sibling stream would bring.
@@ -421,6 +425,7 @@ func (c *Cache) runSiblings(ctx context.Context, s *sibStream, ic <-chan zx.Item
 				c.mu.Unlock()
 			}
 		case it.Dir != nil:
+			c.sibBeforeInstall(d)
 			c.mu.Lock()
 			finish()
 			if it.Dir.Type() == zx.TypeFile && parent(it.Dir.Path()) == s.dir {
@@ -440,6 +445,7 @@ func (c *Cache) runSiblings(ctx context.Context, s *sibStream, ic <-chan zx.Item
 			}
 		}
 	}
+	c.sibBeforeInstall(d)
 	c.mu.Lock()
 	finish()
 	if ctx.Err() != nil {
@@ -447,6 +453,14 @@ func (c *Cache) runSiblings(ctx context.Context, s *sibStream, ic <-chan zx.Item
 	}
 	c.sibEnd(s, complete)
 	c.mu.Unlock()
+}
+
+// sibBeforeInstall calls the test hook for the file d about to be
+// installed, if any.
+func (c *Cache) sibBeforeInstall(d zx.Dir) {
+	if h := c.sib.beforeInstall; h != nil && d != nil {
+		h(d.Path())
+	}
 }
 
 // sibWake wakes the waiters of s. c.mu is held.
