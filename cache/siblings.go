@@ -19,7 +19,12 @@ package cache
 // stream from there, so a directory larger than the bound is read in a
 // few streams, one round trip each.
 //
-// Everything here is guarded by Cache.mu.
+// Once a directory's files are being read, the listing of a subdirectory
+// starts the subdirectory's stream too (sibStartDir), saving its first
+// file's round trip. A directory's first stream brings an eighth of the
+// bound, each next one there twice the last (sibFirst).
+//
+// The table of streams is guarded by Cache.mu.
 
 import (
 	"context"
@@ -48,10 +53,6 @@ const (
 
 	// maxSibRecs bounds the finished streams remembered.
 	maxSibRecs = 512
-
-	// sibAll is above every name: a stream that covered its whole
-	// directory.
-	sibAll = "\xff\xff\xff\xff"
 )
 
 // sibStream is one sibling stream of directory dir: the small regular
@@ -67,6 +68,7 @@ type sibStream struct {
 	open     bool            // seen's data is still arriving
 	done     bool
 	hi       string // when done: names up to hi were covered
+	all      bool   // when done: the whole directory was covered
 	ended    time.Time
 	used     time.Time     // last Get of a file in dir
 	reads    int           // Gets of files in dir since it was issued
@@ -144,7 +146,7 @@ func (c *Cache) sibStart(p string, d zx.Dir) func() {
 	now := time.Now()
 	budget := c.sibFirst()
 	if s := c.sib.streams[dir]; s != nil {
-		if !s.done || name <= s.hi && now.Sub(s.ended) < sibForget {
+		if !s.done || (s.all || name <= s.hi) && now.Sub(s.ended) < sibForget {
 			return nil
 		}
 		if s.reads > 0 && now.Sub(s.ended) < sibForget {
@@ -230,7 +232,7 @@ func (c *Cache) sibStartDir(dir string) func() {
 // request: what it tells of its directory is still of use.
 func (c *Cache) sibNone(s *sibStream, now time.Time) {
 	c.sibGC(now)
-	s.done, s.ended, s.hi = true, now, sibAll
+	s.done, s.ended, s.all = true, now, true
 	close(s.wake)
 	c.sib.streams[s.dir] = s
 }
@@ -359,7 +361,7 @@ func (c *Cache) sibEnd(s *sibStream, complete bool) {
 	case complete && s.to != "":
 		s.hi = s.to
 	case complete:
-		s.hi = sibAll
+		s.all = true
 	default:
 		s.hi = s.seen
 	}
