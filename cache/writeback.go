@@ -275,6 +275,18 @@ func transient(err error) bool {
 
 // finish records the outcome of wr.
 func (w *WriteBack) finish(wr *wbRec, err error) {
+	// The journal's disk work (removing the record, or moving it aside)
+	// is done without w.mu: PendingSize, which every stat and chmod of
+	// the mount asks, must not wait for the disk (tar -x spent a few
+	// milliseconds per file there). The record stays active meanwhile,
+	// so Retry leaves it alone.
+	var to string
+	switch {
+	case err != nil && !transient(err):
+		to = w.j.reject(wr.r)
+	case err == nil:
+		w.j.done(wr.r)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr.active = false
@@ -290,12 +302,10 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 		return
 	}
 	if err != nil {
-		to := w.j.reject(wr.r)
 		w.log.Error("cache: the server refused written data; kept aside", "path", wr.r.Path, "err", err, "kept", to)
 		w.errs = append(w.errs, fmt.Errorf("write-back of %s refused (data kept in %s): %w", wr.r.Path, to, err))
 		w.stats.Rejected++
 	} else {
-		w.j.done(wr.r)
 		w.stats.Written++
 	}
 	delete(w.recs, wr.r.Seq)
