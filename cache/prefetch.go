@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -436,18 +437,19 @@ func (c *Cache) noteCut(pf *prefetch) {
 	}
 }
 
-// resume makes pf, if its root is in what an earlier prefetch left
-// unexplored when it was cut off (a directory it left open, or anything
-// after where it stopped), go on from there: it becomes a find of that
-// earlier prefetch's root that skips the subtrees it completed (their
-// entries are sent again, their contents not). So a walk of a big tree
-// costs one round trip per PrefetchEntries entries, not one per directory
-// met after a cut. It uses the cut-off up. c.mu is held.
+// resume makes pf, if its root is a directory an earlier prefetch left
+// open when it was cut off, or the next directory after the cut in one
+// it left open, go on from where that one stopped: it becomes a find of
+// that earlier prefetch's root that skips the subtrees it completed
+// (their entries are sent again, their contents not). pf's root comes
+// first in that walk, then what follows it, so a walk of a big tree costs
+// one round trip per PrefetchEntries entries, not one per directory met
+// after a cut. (A directory further on gets a find of its own: resuming
+// would stream everything between the cut and it first.) It uses the
+// cut-off up. c.mu is held.
 func (pf *prefetch) resume(c *Cache) {
 	for i, cut := range c.pfCuts {
-		root, last := cut.chain[0], cut.chain[len(cut.chain)-1]
-		open := slices.Contains(cut.chain[:len(cut.chain)-1], pf.root)
-		if !open && !(zx.HasPrefix(pf.root, root) && walkCmp(pf.root, last) > 0) {
+		if !slices.Contains(cut.chain[:len(cut.chain)-1], pf.root) && !c.nextAfterCut(cut.chain, pf.root) {
 			continue
 		}
 		var terms []string
@@ -460,11 +462,39 @@ func (pf *prefetch) resume(c *Cache) {
 			}
 			terms = append(terms, "path"+op+quotePred(lo)+" & path<"+quotePred(below)+" & prune")
 		}
-		pf.root = root
+		pf.root = cut.chain[0]
 		pf.pred = strings.Join(append(terms, "true"), " | ")
 		c.pfCuts = slices.Delete(c.pfCuts, i, i+1)
 		return
 	}
+}
+
+// nextAfterCut reports whether directory d comes right after where a
+// prefetch was cut off (chain): its parent was left open, and the cached
+// listing of the parent has nothing but files between the child that
+// was open (or the last entry) and d. c.mu is held.
+func (c *Cache) nextAfterCut(chain []string, d string) bool {
+	if d == "/" {
+		return false
+	}
+	pp := parent(d)
+	j := slices.Index(chain[:len(chain)-1], pp)
+	if j < 0 {
+		return false
+	}
+	from, to := path.Base(chain[j+1]), path.Base(d)
+	pe := c.ents[pp]
+	if to <= from || pe == nil || !pe.kids[to] {
+		return false
+	}
+	for name := range pe.kids {
+		if name > from && name < to {
+			if e := c.ents[join(pp, name)]; e == nil || e.d == nil || e.d.IsDir() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // knownFor reports whether the cache can answer a lookup of p (list:

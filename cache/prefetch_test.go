@@ -62,12 +62,16 @@ func serveDir(t *testing.T, dir string) (zx.Tree, string) {
 // for each directory its listing and a stat of each entry. It returns
 // each path's type and size.
 func walk(ctx context.Context, tr zx.Tree) (map[string]string, error) {
+	return walkFrom(ctx, tr, "/")
+}
+
+func walkFrom(ctx context.Context, tr zx.Tree, root string) (map[string]string, error) {
 	got := make(map[string]string)
-	d, err := zx.Stat(ctx, tr, "/")
+	d, err := zx.Stat(ctx, tr, root)
 	if err != nil {
 		return nil, err
 	}
-	got["/"] = d.Type()
+	got[root] = d.Type()
 	var rec func(p string) error
 	rec = func(p string) error {
 		ds, err := zx.ReadDir(ctx, tr, p)
@@ -88,7 +92,7 @@ func walk(ctx context.Context, tr zx.Tree) (map[string]string, error) {
 		}
 		return nil
 	}
-	return got, rec("/")
+	return got, rec(root)
 }
 
 func sameTree(t *testing.T, what string, got, want map[string]string) {
@@ -226,6 +230,41 @@ func TestPrefetchCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTree(t, "warm walk", got, want)
+}
+
+// TestPrefetchJump walks a subtree far after where a prefetch was cut
+// off: it gets a find of its own, not the rest of the cut-off one (which
+// would stream what lies between first, and be cut off again before
+// getting there).
+func TestPrefetchJump(t *testing.T) {
+	ctx := t.Context()
+	fs, addr := serveDir(t, prefetchTree(t))
+	want, err := walkFrom(ctx, fs, "/d5/d2")
+	if err != nil || len(want) != 20 {
+		t.Fatalf("walking the server's /d5/d2: %d entries, %v", len(want), err)
+	}
+	conn := dial(t, lag(t, addr, 20*time.Millisecond))
+	c := newCache(t, conn.Tree(""), cache.Options{PrefetchEntries: 100, PrefetchWait: -1})
+	if _, err := zx.Stat(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	before := rounds(conn)
+	got, err := walkFrom(ctx, c, "/d5/d2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, "walk of /d5/d2", got, want)
+	// The stat of /d5/d2 (with the listing of /d5), and its listing
+	// with its prefetch.
+	if n := rounds(conn) - before; n != 2 {
+		t.Errorf("walk of /d5/d2 after a prefetch of / cut off in /d0: %d round trips, want 2", n)
+	}
+	if st := c.Stats(); st.Prefetches != 2 || st.PrefetchCuts != 1 {
+		t.Errorf("prefetches %d, cut %d: want 2, 1", st.Prefetches, st.PrefetchCuts)
+	}
 }
 
 // TestPrefetchCoherence changes the tree while a prefetch streams it
