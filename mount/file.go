@@ -551,12 +551,18 @@ func (h *handle) flushAhead() syscall.Errno {
 		defer done()
 		for _, rc := range rcs {
 			if r := <-rc; r.Err != nil {
-				m.log.Warn("mount: a write sent without waiting failed", "path", p, "err", r.Err)
 				ws.amu.Lock()
-				if ws.aerr == nil {
+				first := ws.aerr == nil
+				if first {
 					ws.aerr = r.Err
 				}
 				ws.amu.Unlock()
+				if first {
+					// Logged, counted and invalidated as any
+					// change answered without waiting; close
+					// returns it.
+					m.surprise("write", p, r.Err)
+				}
 			}
 		}
 	}()

@@ -408,6 +408,9 @@ func TestWriteAheadError(t *testing.T) {
 	if err := f.Close(); err == nil {
 		t.Errorf("close returned no error for data the server refused")
 	}
+	if n := e.m.Surprises(); n < 1 {
+		t.Errorf("%d surprises, want the refused write counted", n)
+	}
 	if fi, err := os.Stat(filepath.Join(srvDir, "f")); err != nil || !fi.IsDir() {
 		t.Errorf("the server's f: %v %v, want the other client's directory", fi, err)
 	}
