@@ -258,6 +258,10 @@ func (c *Cache) prefetchItem(pf *prefetch, it zx.Item) bool {
 	if it.Dir == nil || it.Dir.Path() == "" {
 		if it.Err != nil {
 			c.log.Debug("cache: prefetch failed", "root", pf.root, "err", it.Err)
+			if pf.n == 0 && zx.KindOf(it.Err) == zx.ErrNotSupp {
+				// The tree cannot find: do not ask again.
+				c.opts.PrefetchEntries = -1
+			}
 		}
 		return false // the find failed, or data we did not ask for
 	}
