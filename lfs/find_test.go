@@ -2,6 +2,7 @@ package lfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -227,5 +228,52 @@ func TestFindReadAhead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFindReadAheadError checks that a directory a reader fails to read
+// ahead is reported in-band by the walk, as when the walk reads it.
+func TestFindReadAheadError(t *testing.T) {
+	f, dir := newFS(t, Options{})
+	// Enough entries before /z that the walk stops on the stream's
+	// buffer before it, and the readers get to /z first.
+	for _, d := range []string{"a", "b", "c", "d", "e"} {
+		os.MkdirAll(filepath.Join(dir, d), 0755)
+		for i := range 20 {
+			os.WriteFile(filepath.Join(dir, d, fmt.Sprint(i)), nil, 0644)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "z"), 0755)
+	os.WriteFile(filepath.Join(dir, "z", "f"), nil, 0644)
+	read := make(chan struct{})
+	aheadHook = func(p string) {
+		if p == "/z" {
+			os.RemoveAll(filepath.Join(dir, "z")) // vanished after listing
+			close(read)
+		}
+	}
+	defer func() { aheadHook = nil }()
+	c := f.Find(t.Context(), "/", "", "", "", 0)
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("/z not read ahead while the walk waits")
+	}
+	var got []string
+	for it := range c {
+		s := it.Dir.Path()
+		if it.Err != nil {
+			if !errors.Is(it.Err, zx.ErrNotExist) {
+				t.Fatalf("error %v", it.Err)
+			}
+			s = "ERR " + s
+		}
+		got = append(got, s)
+	}
+	if n := len(got); n < 2 || got[n-2] != "/z" || got[n-1] != "ERR /z" {
+		t.Fatalf("find ends with %q, want /z and its error", got[max(0, len(got)-3):])
+	}
+	if len(got) != 1+5*21+2 {
+		t.Fatalf("find sent %d items, want %d", len(got), 1+5*21+2)
 	}
 }
