@@ -124,15 +124,23 @@ func retry(t *testing.T, measure func() string) {
 	t.Error(msg)
 }
 
-// addedRTT measures the median RTT the proxy adds on c, over n pings.
-func addedRTT(t *testing.T, c net.Conn, base time.Duration, n int) time.Duration {
+// addedRTT measures the RTT the proxy adds on c, over n pings: the
+// fastest one's. Load from other processes only ever delays a ping (a
+// wake-up comes late, never early), so the fastest of n is what the
+// emulator adds when it gets a core on time; the median drifts up by
+// milliseconds whenever sibling test binaries keep both cores busy. A
+// ping faster than the link's RTT fails the test at once.
+func addedRTT(t *testing.T, c net.Conn, base, rtt time.Duration, n int) time.Duration {
 	t.Helper()
 	pings(t, c, 2)
 	rtts := pings(t, c, n)
 	med := median(rtts)
 	slices.Sort(rtts)
-	t.Logf("median %v (min %v, max %v), direct %v: added %v", med, rtts[0], rtts[len(rtts)-1], base, med-base)
-	return med - base
+	t.Logf("median %v (min %v, max %v), direct %v: added %v", med, rtts[0], rtts[len(rtts)-1], base, rtts[0]-base)
+	if rtts[0] < rtt {
+		t.Fatalf("a ping took %v, less than the RTT %v the proxy adds", rtts[0], rtt)
+	}
+	return rtts[0] - base
 }
 
 func TestRTT(t *testing.T) {
@@ -146,7 +154,7 @@ func TestRTT(t *testing.T) {
 			p := proxy(t, addr, Config{RTT: tc.rtt})
 			c := dial(t, p.Addr())
 			retry(t, func() string {
-				added := addedRTT(t, c, base, tc.n)
+				added := addedRTT(t, c, base, tc.rtt, tc.n)
 				t.Logf("RTT %v: error %v (spin margin %v)", tc.rtt, added-tc.rtt, p.clock.margin())
 				if diff := (added - tc.rtt).Abs(); diff > time.Millisecond {
 					return fmt.Sprintf("added RTT %v, want %v ± 1ms", added, tc.rtt)
@@ -167,7 +175,7 @@ func TestRTTRate(t *testing.T) {
 	// Each 32-byte message also takes 32/Rate each way to send.
 	want := 20*time.Millisecond + 2*txTime(32, 1<<20)
 	retry(t, func() string {
-		if added := addedRTT(t, c, base, 40); (added - want).Abs() > time.Millisecond {
+		if added := addedRTT(t, c, base, 20*time.Millisecond, 40); (added - want).Abs() > time.Millisecond {
 			return fmt.Sprintf("added RTT %v, want %v ± 1ms", added, want)
 		}
 		return ""
@@ -184,7 +192,7 @@ func TestSetConfig(t *testing.T) {
 	}
 	p.SetConfig(Config{RTT: 20 * time.Millisecond})
 	retry(t, func() string {
-		if added := addedRTT(t, c, base, 30); (added - 20*time.Millisecond).Abs() > time.Millisecond {
+		if added := addedRTT(t, c, base, 20*time.Millisecond, 30); (added - 20*time.Millisecond).Abs() > time.Millisecond {
 			return fmt.Sprintf("existing connection after SetConfig: added %v, want 20ms ± 1ms", added)
 		}
 		return ""
@@ -367,13 +375,14 @@ func TestStall(t *testing.T) {
 	pings(t, c, 2)
 	const stall = 300 * time.Millisecond
 	p.Stall(stall)
-	rtts := pings(t, c, 3)
+	rtts := pings(t, c, 6)
 	t.Logf("pings during and after a %v stall: %v", stall, rtts)
 	if rtts[0] < stall || rtts[0] > stall+100*time.Millisecond {
 		t.Errorf("ping during stall took %v, want about %v", rtts[0], stall)
 	}
-	if d := median(rtts[1:]); d > 15*time.Millisecond {
-		t.Errorf("ping after stall took %v, want 10ms", d)
+	// The fastest ping after it (load only delays, see addedRTT).
+	if d := slices.Min(rtts[1:]); d < 10*time.Millisecond || d > 15*time.Millisecond {
+		t.Errorf("pings after stall took at least %v, want 10ms", d)
 	}
 }
 
