@@ -4,3 +4,11 @@ package cache
 // before a file a sibling stream brought is installed. Set it before the
 // cache is used.
 func SetSiblingHook(c *Cache, f func(path string)) { c.sib.beforeInstall = f }
+
+// SetJournalSyncHook sets a function called with the name of each file or
+// directory the write-back journal's group commit fsyncs, after the
+// fsync. Set it before the first Write.
+func SetJournalSyncHook(w *WriteBack, f func(name string)) { w.j.onSync = f }
+
+// CommitJournal runs the journal's group commit now.
+func CommitJournal(w *WriteBack) error { return w.j.commit() }

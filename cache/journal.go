@@ -2,17 +2,24 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
 )
@@ -26,15 +33,36 @@ import (
 //	{JSON header: seq, path, ops, data length, sha256 of the data}\n
 //	data
 //
-// written to "tmp-*" in the same directory, fsynced, and renamed into
-// place, and the directory fsynced: a record is either complete (its
-// checksum matches) or absent. Leftover temporaries are removed on open;
-// a record whose checksum fails (the disk lied) is moved to "bad/".
-// Records the server refused are moved to "rejected/": the data is kept
-// for the user, never dropped silently.
+// written to "tmp-*" in the same directory and renamed into place, without
+// fsync: close() in write-back mode is as durable as close() on a local
+// disk. Once renamed, a record survives a crash or kill of the client (its
+// data is in the kernel's page cache); a background group commit (commit,
+// at most every commitInterval) then fsyncs the records written since the
+// last one and the directory, once per batch, so that they survive a power
+// loss too. A record caught by a power loss before its commit may be
+// empty or torn: its checksum fails and it is moved to "bad/", as is any
+// record whose checksum fails. Leftover temporaries (a crash while writing
+// a record, before close returned) are removed on open. Records the
+// server refused are moved to "rejected/" (and fsynced there): the data is
+// kept for the user, never dropped silently.
 type journal struct {
-	dir string
+	dir  string
+	kick chan struct{} // a record awaits a commit
+
+	mu       sync.Mutex
+	unsynced []string // records renamed into place since the last commit
+
+	commitMu sync.Mutex // one commit at a time: a commit returns once all before it are durable
+
+	// onSync, if set (by tests), is called with the name of each file
+	// or directory a commit fsyncs, after the fsync.
+	onSync func(name string)
 }
+
+// commitInterval bounds how long a record written by close() may stay
+// in the page cache only (lost by a power loss, not by a crash of the
+// client) before the group commit fsyncs it.
+const commitInterval = 200 * time.Millisecond
 
 const journalMagic = "zxjournal 1\n"
 
@@ -67,13 +95,13 @@ func openJournal(dir string) (*journal, error) {
 			return nil, fmt.Errorf("write-back journal: %w", err)
 		}
 	}
-	return &journal{dir: dir}, nil
+	return &journal{dir: dir, kick: make(chan struct{}, 1)}, nil
 }
 
 func recName(seq uint64) string { return fmt.Sprintf("%020d.rec", seq) }
 
-// write stores a record durably: when it returns nil, the record survives
-// a crash of the client.
+// write stores a record: when it returns nil, the record survives a crash
+// of the client, and the next commit makes it survive a power loss.
 func (j *journal) write(r *record, data []byte) error {
 	sum := sha256.Sum256(data)
 	r.DataLen = int64(len(data))
@@ -82,28 +110,95 @@ func (j *journal) write(r *record, data []byte) error {
 	if err != nil {
 		return err
 	}
-	name := recName(r.Seq)
-	err = writeFileAtomic(j.dir, name, journalMagic, hdr, data)
-	if err == nil {
-		// The record survives a crash only once its name does.
-		err = syncDir(j.dir)
-	}
+	full, err := writeFileAtomic(j.dir, recName(r.Seq), journalMagic, hdr, data)
 	if err != nil {
-		os.Remove(filepath.Join(j.dir, name))
 		return fmt.Errorf("write-back journal: %w", err)
 	}
-	r.file = filepath.Join(j.dir, name)
+	r.file = full
 	r.dataOff = int64(len(journalMagic) + len(hdr) + 1)
+	j.mu.Lock()
+	j.unsynced = append(j.unsynced, full)
+	j.mu.Unlock()
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// committer runs the group commit until ctx is done: after a record is
+// written, it waits commitInterval (gathering the records written
+// meanwhile) and commits them all.
+func (j *journal) committer(ctx context.Context, log *slog.Logger) {
+	t := time.NewTimer(0)
+	<-t.C
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-j.kick:
+		}
+		t.Reset(commitInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := j.commit(); err != nil {
+			log.Error("cache: "+err.Error(), "journal", j.dir)
+		}
+	}
+}
+
+// commit makes the records written before it survive a power loss: it
+// fsyncs each of them that is still in the journal (a record acknowledged
+// meanwhile is gone: the server has its data) and then the directory.
+func (j *journal) commit() error {
+	j.commitMu.Lock()
+	defer j.commitMu.Unlock()
+	j.mu.Lock()
+	names := j.unsynced
+	j.unsynced = nil
+	j.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, name := range names {
+		if err := j.fsync(name, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	// The records' names (and the removal of acknowledged ones).
+	if err := j.fsync(j.dir, true); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("write-back journal: commit: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// fsync flushes the file or directory name to the disk.
+func (j *journal) fsync(name string, dir bool) error {
+	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	if dir {
+		err = f.Sync()
+	} else {
+		err = unix.Fdatasync(int(f.Fd()))
+		if err != nil {
+			err = &fs.PathError{Op: "fdatasync", Path: name, Err: err}
+		}
+	}
+	f.Close()
+	if err == nil && j.onSync != nil {
+		j.onSync(name)
+	}
+	return err
 }
 
 // done removes an acknowledged record.
@@ -117,6 +212,9 @@ func (j *journal) reject(r *record) string {
 	if err := os.Rename(r.file, to); err != nil {
 		return r.file
 	}
+	// Rare: made durable at once, off the close path.
+	j.fsync(to, false)
+	j.fsync(filepath.Dir(to), true)
 	return to
 }
 

@@ -93,6 +93,7 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 	for _, r := range recs {
 		w.seq = max(w.seq, r.Seq)
 	}
+	go j.committer(ctx, log)
 	return w, nil
 }
 
@@ -354,6 +355,19 @@ wait:
 			break wait
 		}
 	}
+	for _, wr := range ws {
+		select {
+		case <-wr.done:
+			continue
+		default:
+		}
+		// What is left waits for the server in the journal: make it
+		// survive a power loss now rather than at the next commit.
+		if err := w.j.commit(); err != nil {
+			w.log.Error("cache: "+err.Error(), "journal", w.j.dir)
+		}
+		break
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var left []string
@@ -436,8 +450,8 @@ func (w *WriteBack) PendingPaths() []string {
 }
 
 // Close stops sending. Records not yet acknowledged stay in the journal
-// for the next session's Replay.
+// for the next session's Replay, committed to the disk.
 func (w *WriteBack) Close() error {
 	w.cancel()
-	return nil
+	return w.j.commit()
 }
