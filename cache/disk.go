@@ -239,8 +239,7 @@ func writeDiskFile(dir, name string, h *dheader, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = writeFileAtomic(dir, name, diskMagic, hdr, data)
-	return err
+	return writeFileAtomic(dir, name, diskMagic, hdr, data)
 }
 
 // writeFileAtomic writes magic, the header line hdr and data to dir/name,
@@ -248,12 +247,22 @@ func writeDiskFile(dir, name string, h *dheader, data []byte) error {
 // crash of this process the file is either whole or absent (the on-disk
 // rule of the disk cache and of the write-back journal). It does not
 // fsync: after a power loss the file may be empty or torn, which its
-// reader detects with the checksum in hdr. It returns the file's full
-// name.
-func writeFileAtomic(dir, name, magic string, hdr, data []byte) (string, error) {
+// reader detects with the checksum in hdr.
+func writeFileAtomic(dir, name, magic string, hdr, data []byte) error {
+	f, err := createAtomic(dir, name, magic, hdr, data)
+	if err == nil {
+		err = f.Close()
+	}
+	return err
+}
+
+// createAtomic is writeFileAtomic returning the file, open for reading
+// and writing (the write-back queue reads its requests' data from it
+// without opening it again). The caller closes it.
+func createAtomic(dir, name, magic string, hdr, data []byte) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "tmp-*")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	// One write for a small file (most of them: a 256 KiB buffer per
 	// file showed in tar -x's profile), two for a large one.
@@ -266,17 +275,15 @@ func writeFileAtomic(dir, name, magic string, hdr, data []byte) (string, error) 
 	if err == nil && len(data) > 0 {
 		_, err = f.Write(data)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	full := filepath.Join(dir, name)
 	if err == nil {
-		err = os.Rename(f.Name(), full)
+		err = os.Rename(f.Name(), filepath.Join(dir, name))
 	}
 	if err != nil {
+		f.Close()
 		os.Remove(f.Name())
+		return nil, err
 	}
-	return full, err
+	return f, nil
 }
 
 // evictDisk removes the least recently used files while over the bound.

@@ -100,20 +100,23 @@ func openJournal(dir string) (*journal, error) {
 
 func recName(seq uint64) string { return fmt.Sprintf("%020d.rec", seq) }
 
-// write stores a record: when it returns nil, the record survives a crash
-// of the client, and the next commit makes it survive a power loss.
-func (j *journal) write(r *record, data []byte) error {
+// write stores a record: when it returns, the record survives a crash of
+// the client, and the next commit makes it survive a power loss. It
+// returns the record's file, open; the caller closes it.
+func (j *journal) write(r *record, data []byte) (*os.File, error) {
 	sum := sha256.Sum256(data)
 	r.DataLen = int64(len(data))
 	r.Sum = hex.EncodeToString(sum[:])
 	hdr, err := json.Marshal(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	full, err := writeFileAtomic(j.dir, recName(r.Seq), journalMagic, hdr, data)
+	name := recName(r.Seq)
+	f, err := createAtomic(j.dir, name, journalMagic, hdr, data)
 	if err != nil {
-		return fmt.Errorf("write-back journal: %w", err)
+		return nil, fmt.Errorf("write-back journal: %w", err)
 	}
+	full := filepath.Join(j.dir, name)
 	r.file = full
 	r.dataOff = int64(len(journalMagic) + len(hdr) + 1)
 	j.mu.Lock()
@@ -123,7 +126,7 @@ func (j *journal) write(r *record, data []byte) error {
 	case j.kick <- struct{}{}:
 	default:
 	}
-	return nil
+	return f, nil
 }
 
 // committer runs the group commit until ctx is done: after a record is

@@ -181,7 +181,8 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	// issue order is their seq order only per handle, which is what
 	// the request order needs (a file's writes come from its handles'
 	// flushes, which are serialized per handle).
-	if err := w.j.write(r, data); err != nil {
+	f, err := w.j.write(r, data)
+	if err != nil {
 		return err
 	}
 	// Records that failed for want of the server go first: this one
@@ -191,14 +192,20 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	w.mu.Lock()
 	w.add(wr)
 	w.mu.Unlock()
-	w.issue(wr)
+	w.issueFile(wr, f, nil)
 	return nil
 }
 
 // issue sends wr's ops and, in the background, waits for their replies.
 func (w *WriteBack) issue(wr *wbRec) {
+	f, err := os.Open(wr.r.file)
+	w.issueFile(wr, f, err)
+}
+
+// issueFile is issue with the record's file f open (or err), which it
+// closes.
+func (w *WriteBack) issueFile(wr *wbRec, f *os.File, err error) {
 	r := wr.r
-	f, err := os.Open(r.file)
 	if err != nil {
 		w.mu.Lock()
 		wr.settled = make(chan struct{})
