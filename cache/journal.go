@@ -39,7 +39,7 @@ import (
 // data is in the kernel's page cache); a background group commit (commit,
 // at most every commitInterval) then fsyncs the records written since the
 // last one and the directory, once per batch, so that they survive a power
-// loss too. A record caught by a power loss before its commit may be
+// loss too (a large batch with one syncfs). A record caught by a power loss before its commit may be
 // empty or torn: its checksum fails and it is moved to "bad/", as is any
 // record whose checksum fails. Leftover temporaries (a crash while writing
 // a record, before close returned) are removed on open. Records the
@@ -155,8 +155,10 @@ func (j *journal) committer(ctx context.Context, log *slog.Logger) {
 }
 
 // commit makes the records written before it survive a power loss: it
-// fsyncs each of them that is still in the journal (a record acknowledged
-// meanwhile is gone: the server has its data) and then the directory.
+// fsyncs (fdatasync) each of them that is still in the journal (a record
+// acknowledged meanwhile is gone: the server has its data) and then the
+// directory; or, for a batch of more than syncfsBatch records, flushes the
+// journal's file system once (syncfs).
 func (j *journal) commit() error {
 	j.commitMu.Lock()
 	defer j.commitMu.Unlock()
@@ -168,6 +170,15 @@ func (j *journal) commit() error {
 		return nil
 	}
 	var errs []error
+	if len(names) > syncfsBatch {
+		// One flush of the journal's file system for the whole batch
+		// (what the kernel offers as a group commit) rather than one
+		// journal commit of the file system per record.
+		if err := j.syncfs(names); err != nil {
+			return fmt.Errorf("write-back journal: commit: %w", err)
+		}
+		return nil
+	}
 	for _, name := range names {
 		if err := j.fsync(name, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
@@ -179,6 +190,33 @@ func (j *journal) commit() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("write-back journal: commit: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// syncfsBatch is the size of a batch above which a commit flushes the
+// journal's file system (syncfs) instead of each record.
+const syncfsBatch = 16
+
+// syncfs flushes the file system of the journal, which holds the records
+// names.
+func (j *journal) syncfs(names []string) error {
+	d, err := os.Open(j.dir)
+	if err != nil {
+		return err
+	}
+	err = unix.Syncfs(int(d.Fd()))
+	d.Close()
+	if err != nil {
+		return &fs.PathError{Op: "syncfs", Path: j.dir, Err: err}
+	}
+	if j.onSync != nil {
+		for _, name := range names {
+			if _, err := os.Stat(name); err == nil {
+				j.onSync(name)
+			}
+		}
+		j.onSync(j.dir)
 	}
 	return nil
 }

@@ -125,6 +125,33 @@ func TestJournalGroupCommit(t *testing.T) {
 	if i := slices.Index(got, m[0]); i < 0 || !slices.Contains(got[i+1:], dir) {
 		t.Fatalf("sync with records left synced %v, want %s then %s", got, m[0], dir)
 	}
+	// A large batch is committed with one syncfs: all its records, then
+	// the directory, are reported durable.
+	var want []string
+	for i := range 40 {
+		if err := w.Write(fmt.Sprintf("/h%d", i), whole("more"), []byte("more"), 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range recFiles(t, dir) {
+		if name != m[0] {
+			want = append(want, name)
+		}
+	}
+	sctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := w.Sync(sctx); err == nil {
+		t.Fatal("sync with the server gone succeeded")
+	}
+	got = sl.take()
+	if len(want) != 40 || len(got) == 0 || got[len(got)-1] != dir {
+		t.Fatalf("large batch: %d records, synced %v", len(want), got)
+	}
+	for _, name := range want {
+		if !slices.Contains(got, name) {
+			t.Fatalf("large batch: %s not synced (synced %v)", name, got)
+		}
+	}
 	// Nothing new: a commit does nothing.
 	if err := cache.CommitJournal(w); err != nil {
 		t.Fatal(err)
