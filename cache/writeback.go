@@ -460,5 +460,10 @@ func (w *WriteBack) PendingPaths() []string {
 // for the next session's Replay, committed to the disk.
 func (w *WriteBack) Close() error {
 	w.cancel()
-	return w.j.commit()
+	err := w.j.commit()
+	if err != nil {
+		// Cache.Close does not report it: say it here.
+		w.log.Error("cache: "+err.Error(), "journal", w.j.dir)
+	}
+	return err
 }
