@@ -101,40 +101,51 @@ func mnt(t *testing.T, s setup) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn0 := fuseConn(t, dir)
+	abort := abortFile(t, dir)
 	// Registered last, so run first: unmount before closing the rest.
 	t.Cleanup(func() {
 		if err := m.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
-		abortConn(conn0)
+		abortConn(abort)
 	})
 	return &env{dir: dir, conn: conn, c: c, m: m}
 }
 
-// fuseConn returns the FUSE connection number of the mount at dir.
-func fuseConn(t *testing.T, dir string) uint32 {
+// abortFile opens the abort file of the FUSE connection of the mount at
+// dir, or returns nil if it cannot. Held open, it stays that connection's:
+// once the connection is gone, writing it does nothing. Writing
+// /sys/fs/fuse/connections/N/abort by number after the unmount could abort
+// another mount that was given the freed number meanwhile (go test ./...
+// runs test binaries in parallel: a bench mount failed its init with
+// ENODEV that way).
+func abortFile(t *testing.T, dir string) *os.File {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	return unix.Minor(st.Dev)
-}
-
-// abortConn aborts a FUSE connection that outlived its unmount (it was
-// detached lazily, being busy): otherwise a descriptor still open on it
-// makes this process hang at exit, flushing to a server that is gone.
-func abortConn(c uint32) {
 	const ctl = "/sys/fs/fuse/connections"
-	if _, err := os.Stat(ctl + "/" + strconv.Itoa(int(c))); err != nil {
-		if b, _ := os.ReadFile("/proc/self/mounts"); strings.Contains(string(b), " "+ctl+" ") {
-			return // the connection is gone
-		}
+	if b, _ := os.ReadFile("/proc/self/mounts"); !strings.Contains(string(b), " "+ctl+" ") {
 		if unix.Mount("fusectl", ctl, "fusectl", 0, "") != nil {
-			return
+			return nil
 		}
 	}
-	os.WriteFile(ctl+"/"+strconv.Itoa(int(c))+"/abort", []byte("1"), 0)
+	f, err := os.OpenFile(ctl+"/"+strconv.Itoa(int(unix.Minor(st.Dev)))+"/abort", os.O_WRONLY, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// abortConn aborts, through its abort file, a FUSE connection that
+// outlived its unmount (it was detached lazily, being busy): otherwise a
+// descriptor still open on it makes this process hang at exit, flushing to
+// a server that is gone.
+func abortConn(f *os.File) {
+	if f != nil {
+		f.Write([]byte("1"))
+		f.Close()
+	}
 }
 
 func (e *env) p(name string) string { return filepath.Join(e.dir, name) }
