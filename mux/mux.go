@@ -90,6 +90,12 @@ type Config struct {
 	// IdleTimeout: a connection with no stream open for this long is
 	// closed with a goaway of kind zx.ErrTimeout (0: never).
 	IdleTimeout time.Duration
+	// MaxPreGrant bounds the credit a receiver grants new streams ahead
+	// of need, beyond proto.InitialStreamWindow, once it has learned the
+	// link's bandwidth-delay product: all open streams together hold at
+	// most this much, each at most a quarter of it (MaxBuffer/2; < 0
+	// disables). See Conn.preGrantLocked.
+	MaxPreGrant int
 }
 
 func (c Config) withDefaults() Config {
@@ -127,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = time.Minute
+	}
+	if c.MaxPreGrant == 0 {
+		c.MaxPreGrant = c.MaxBuffer / 2
 	}
 	return c
 }
@@ -182,6 +191,17 @@ type Conn struct {
 	recvWin      int // connection receive window
 	recvConsumed int // bytes received since the last connection window update
 	lastConnUpd  time.Time
+
+	// Credit granted ahead of need. learned is the largest window a
+	// stream's growth showed the link needs (a window grows only when it
+	// limited the sender); pregranted is the credit beyond the initial
+	// window that open streams got at their start (guarded by mu).
+	learned    atomic.Int64
+	pregranted int
+
+	// Times a sender waited for stream credit: the round trips flow
+	// control cost (tests count them).
+	streamStalls atomic.Int64
 
 	wake     chan struct{} // wakes the writer
 	accept   chan *Stream
@@ -537,6 +557,11 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 		c.awaiting++
 	}
 	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, h, req))
+	if inc := c.preGrantLocked(s); inc > 0 {
+		// Right behind the request: the server may send the whole
+		// window of the reply in its first round trip.
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
+	}
 	if ctx.Done() != nil {
 		// The function runs in its own goroutine, so setting it up under
 		// c.mu cannot deadlock; stopCancel is read under c.mu.
@@ -795,6 +820,10 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 	s.req = p
 	if h.Flags&proto.FlagEnd != 0 {
 		s.recvEnded = true
+	} else if inc := c.preGrantLocked(s); inc > 0 {
+		// A put: its data may come at the link's rate at once.
+		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
+		c.kick()
 	}
 	c.streams[h.Stream] = s
 	c.mu.Unlock()
@@ -838,6 +867,58 @@ func (c *Conn) handleMsg(h proto.Header, p []byte) error {
 		p = d
 	}
 	return s.deliver(Msg{Type: h.Type, Data: p, End: h.Flags&proto.FlagEnd != 0})
+}
+
+// minPreGrant is the least credit worth granting ahead of need.
+const minPreGrant = 64 << 10
+
+// preGrantLocked gives a new stream s, before anyone else sees it, the
+// credit the link has shown it needs, beyond the initial window, and
+// returns that increment (0: none), which the caller sends in a window
+// update right after the request. Without it a stream that brings more
+// than the initial window waits a round trip per doubling of its window,
+// every time.
+//
+// The grant is the window the link's streams needed (learned), bounded
+// by the largest stream window, a quarter of Config.MaxPreGrant, the
+// connection window, and what is left of MaxPreGrant for all open
+// streams together: many small requests at once do not each get a large
+// window, and the memory pre-grants let the peer fill is bounded. A
+// server grants nothing while its shared Budget is over half full. c.mu
+// is held.
+func (c *Conn) preGrantLocked(s *Stream) int {
+	if c.cfg.MaxPreGrant <= 0 {
+		return 0
+	}
+	win := min(int(c.learned.Load()), c.cfg.MaxStreamWindow, c.cfg.MaxPreGrant/4, c.recvWin)
+	extra := min(win-proto.InitialStreamWindow, c.cfg.MaxPreGrant-c.pregranted)
+	if extra < minPreGrant {
+		return 0
+	}
+	if b := c.cfg.Budget; b != nil && b.Limit() > 0 && b.Used()+int64(extra) > b.Limit()/2 {
+		return 0
+	}
+	c.pregranted += extra
+	s.pregrant = extra
+	s.recvWin += extra
+	return extra
+}
+
+// learn notes that a stream's window had to grow to win.
+func (c *Conn) learn(win int) {
+	for {
+		l := c.learned.Load()
+		if int64(win) <= l || c.learned.CompareAndSwap(l, int64(win)) {
+			return
+		}
+	}
+}
+
+// releasePreGrantLocked returns s's pre-granted credit to the
+// connection's allowance: s will receive no more. c.mu is held.
+func (s *Stream) releasePreGrantLocked() {
+	s.c.pregranted -= s.pregrant
+	s.pregrant = 0
 }
 
 func (c *Conn) handleWindow(id uint32, inc int64) {

@@ -44,6 +44,7 @@ type Stream struct {
 	peerEnded  bool // the peer will take no more
 	counted    bool // counts toward Conn.awaiting until its first reply
 	hasSlot    bool
+	pregrant   int     // credit granted ahead of need (Conn.preGrantLocked)
 	zb         backoff // compression attempts; the sending goroutine's
 
 	stopCancel func() bool
@@ -193,12 +194,18 @@ func (s *Stream) Recv(ctx context.Context) (Msg, error) {
 					grow := min(s.recvWin, s.c.cfg.MaxStreamWindow-s.recvWin)
 					s.recvWin += grow
 					inc += grow
+					s.c.learn(s.recvWin)
 				}
 				s.lastUpd = now
 				s.consumed = 0
 			}
 			s.rmu.Unlock()
 			s.c.releaseIn(rel)
+			if m.End {
+				s.c.mu.Lock()
+				s.releasePreGrantLocked()
+				s.c.mu.Unlock()
+			}
 			if inc > 0 {
 				s.c.control(proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
 			}
@@ -298,6 +305,9 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 					break
 				}
 			}
+			if s.sendCredit < int64(n) {
+				c.streamStalls.Add(1)
+			}
 			wake := c.creditWake
 			c.mu.Unlock()
 			if stalled == nil && c.server && c.cfg.StallTimeout > 0 {
@@ -375,6 +385,7 @@ func (s *Stream) sentEnd() {
 	s.endWritten = true
 	if c.server {
 		// The reply is complete: the stream is over.
+		s.releasePreGrantLocked()
 		s.endedLocked()
 	}
 	c.mu.Unlock()
@@ -442,6 +453,7 @@ func (s *Stream) abort(err error) {
 	c := s.c
 	c.mu.Lock()
 	s.dropOutLocked()
+	s.releasePreGrantLocked()
 	s.peerEnded = true
 	if s.counted {
 		s.counted = false
