@@ -32,6 +32,12 @@
 // (up to Config.MaxStreamWindow or Config.MaxConnWindow). The round-trip
 // time comes from pings, which also serve as keepalive.
 //
+// A receiver remembers the largest window a stream needed (the link's
+// bandwidth-delay product as far as it has seen) and grants new streams
+// that much credit with their request, within a per-connection allowance
+// (Config.MaxPreGrant), so that a later large reply does not wait a round
+// trip per doubling again.
+//
 // # Lifetime
 //
 // A stream ends when both sides have sent End, or when either cancels it.
@@ -94,7 +100,7 @@ type Config struct {
 	// of need, beyond proto.InitialStreamWindow, once it has learned the
 	// link's bandwidth-delay product: all open streams together hold at
 	// most this much, each at most a quarter of it (MaxBuffer/2; < 0
-	// disables). See Conn.preGrantLocked.
+	// disables). See the package doc, Flow control.
 	MaxPreGrant int
 }
 
@@ -557,7 +563,10 @@ func (c *Conn) Open(ctx context.Context, req []byte, flags OpenFlags) (*Stream, 
 		c.awaiting++
 	}
 	c.ctrl = append(c.ctrl, proto.AppendFrame(nil, h, req))
-	if inc := c.preGrantLocked(s); inc > 0 {
+	if flags&(WithData|Uncounted) != 0 {
+		// A put's reply is small, a watch's long-lived: neither should
+		// hold the allowance.
+	} else if inc := c.preGrantLocked(s); inc > 0 {
 		// Right behind the request: the server may send the whole
 		// window of the reply in its first round trip.
 		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
