@@ -36,7 +36,7 @@ func learnLink(t *testing.T, cli, srv *Conn, n int) int64 {
 
 // TestPreGrantSkipsDoubling: over 50 ms of emulated latency, once a
 // stream's window had to grow, a later reply of 4 MiB comes without the
-// server ever waiting for stream credit, where a receiver that does not
+// server waiting a round trip for stream credit, where a receiver that does not
 // grant ahead makes it wait a round trip per doubling of the window.
 func TestPreGrantSkipsDoubling(t *testing.T) {
 	const reply = 4 << 20
@@ -72,13 +72,16 @@ func TestPreGrantSkipsDoubling(t *testing.T) {
 			stalls := srv.streamStalls.Load() - s0
 			t.Logf("warm 4 MiB reply: %d stalls", stalls)
 			if tc.preGrant < 0 {
-				if stalls == 0 {
-					t.Fatal("without pre-grants a 4 MiB reply never waited for credit: the test shows nothing")
+				if stalls < 2 {
+					t.Fatalf("without pre-grants a 4 MiB reply waited %d times for credit: the test shows nothing", stalls)
 				}
 				return
 			}
-			if stalls != 0 {
-				t.Fatalf("4 MiB reply after the link was learned: the server waited %d times for stream credit, want 0", stalls)
+			// The grant follows the request in the same segment; only a
+			// handler that runs through the initial window before the
+			// read loop takes the grant may wait for it, once, briefly.
+			if stalls > 1 {
+				t.Fatalf("4 MiB reply after the link was learned: the server waited %d times for stream credit, want 0 (at most 1)", stalls)
 			}
 			cli.mu.Lock()
 			left := cli.pregranted
@@ -98,7 +101,7 @@ func TestPreGrantBounded(t *testing.T) {
 	const maxPre = 16 << 20
 	ccfg := Config{Compression: CompressOff, MaxPreGrant: maxPre}
 	scfg := Config{Compression: CompressOff}
-	cli, srv := pairWith(t, ccfg, scfg, &wan.Config{RTT: 20 * time.Millisecond}, sender)
+	cli, srv := pairWith(t, ccfg, scfg, &wan.Config{RTT: 50 * time.Millisecond}, sender)
 	learnLink(t, cli, srv, 16<<20)
 	if l := cli.learned.Load(); l < maxPre/4 {
 		t.Fatalf("learned window %d bytes: too small for the test", l)

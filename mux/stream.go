@@ -271,6 +271,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 		}
 		wire := len(payload)
 		var stalled <-chan time.Time
+		creditWait := false
 		c.mu.Lock()
 		for {
 			if c.err != nil {
@@ -305,7 +306,10 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 					break
 				}
 			}
-			if s.sendCredit < int64(n) {
+			if s.sendCredit < int64(n) && !creditWait {
+				// Once per frame: a wake-up by other credit is not
+				// another round trip.
+				creditWait = true
 				c.streamStalls.Add(1)
 			}
 			wake := c.creditWake
