@@ -421,12 +421,26 @@ func (s *Stream) endedLocked() {
 	}
 }
 
-// dropOutLocked discards frames not yet written. c.mu is held.
+// dropOutLocked discards frames not yet written. c.mu is held. Their
+// connection credit comes back: the peer never receives those bytes, so
+// it never returns credit for them, and a connection whose cancelled
+// streams had frames queued would otherwise lose credit until no data
+// frame fits (a get then hangs with both ends idle).
 func (s *Stream) dropOutLocked() {
+	c := s.c
+	var back int64
 	for _, f := range s.outq {
-		s.c.releaseOut(len(f.p))
+		c.releaseOut(len(f.p))
+		back += int64(len(f.p))
 	}
 	s.outq = nil
+	if back > 0 {
+		c.sendCredit += back
+		if c.err == nil { // fail closed it for good
+			close(c.creditWake)
+			c.creditWake = make(chan struct{})
+		}
+	}
 	if s.queued {
 		for i, r := range s.c.ready {
 			if r == s {
