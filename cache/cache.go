@@ -134,6 +134,8 @@ type Cache struct {
 	mu        sync.Mutex
 	ents      map[string]*entry
 	files     map[string]*file
+	entIdx    pathIndex // the paths in ents, for drop
+	fileIdx   pathIndex // the paths in files, for drop
 	lru       list.List // of *file, most recent first
 	mem       int64
 	seq       uint64 // counts changes (local writes issued, notices applied)
@@ -246,6 +248,8 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		done:      make(chan struct{}),
 		ents:      make(map[string]*entry),
 		files:     make(map[string]*file),
+		entIdx:    newPathIndex(),
+		fileIdx:   newPathIndex(),
 		pend:      make(map[string]int),
 		pendBelow: make(map[string]int),
 		removing:  make(map[string]int),
@@ -461,13 +465,12 @@ func (c *Cache) changedSince(s uint64, p string, listing bool) bool {
 
 // drop forgets the entry at p and everything below it.
 func (c *Cache) drop(p string) {
-	for q := range c.ents {
-		if zx.HasPrefix(q, p) {
-			delete(c.ents, q)
-		}
+	for _, q := range c.entIdx.below(p) {
+		delete(c.ents, q)
+		c.entIdx.remove(q)
 	}
-	for q, f := range c.files {
-		if zx.HasPrefix(q, p) {
+	for _, q := range c.fileIdx.below(p) {
+		if f := c.files[q]; f != nil {
 			c.dropFile(f)
 		}
 	}
@@ -512,6 +515,7 @@ func (c *Cache) unlist(p string) {
 func (c *Cache) dropAll() {
 	c.stopPrefetches()
 	clear(c.ents)
+	c.entIdx.clear()
 	for _, f := range c.files {
 		c.dropFile(f)
 	}
@@ -520,6 +524,7 @@ func (c *Cache) dropAll() {
 func (c *Cache) dropFile(f *file) {
 	if c.files[f.path] == f {
 		delete(c.files, f.path)
+		c.fileIdx.remove(f.path)
 	}
 	if f.el != nil {
 		c.lru.Remove(f.el)
@@ -540,6 +545,7 @@ func (c *Cache) set(p string, d zx.Dir, at time.Time, watched bool) {
 		c.drop(p)
 	}
 	c.ents[p] = e
+	c.entIdx.add(p)
 	if p == "/" {
 		return
 	}
@@ -582,6 +588,7 @@ func (c *Cache) setData(p string, d zx.Dir, data []byte) {
 	f := &file{path: p, size: d[zx.ASize], mtime: d[zx.AMtime], data: data}
 	f.el = c.lru.PushFront(f)
 	c.files[p] = f
+	c.fileIdx.add(p)
 	c.mem += int64(len(data))
 	for c.mem > c.opts.MemBytes {
 		c.dropFile(c.lru.Back().Value.(*file))
@@ -1214,6 +1221,7 @@ func (c *Cache) newDir(p string, d zx.Dir, at time.Time) {
 	c.drop(p)
 	c.staleParent(p)
 	c.ents[p] = &entry{d: nd, at: at, watched: c.watching, kids: map[string]bool{}, listAt: at, listWtch: c.watching}
+	c.entIdx.add(p)
 }
 
 // teeReader keeps a copy of what is read through it, up to max bytes.
