@@ -251,6 +251,10 @@ func TestPrefetchJump(t *testing.T) {
 	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
 		t.Fatal(err)
 	}
+	// The root's prefetch must have had its first reply (it is cut off
+	// after 100): a request opened while it still waits for one is not a
+	// round trip of its own, and the count below would be 1.
+	waitFor(t, func() bool { return c.Stats().PrefetchCuts == 1 })
 	before := rounds(conn)
 	got, err := walkFrom(ctx, c, "/d5/d2")
 	if err != nil {
@@ -258,9 +262,12 @@ func TestPrefetchJump(t *testing.T) {
 	}
 	sameTree(t, "walk of /d5/d2", got, want)
 	// The stat of /d5/d2 (with the listing of /d5), and its listing
-	// with its prefetch.
-	if n := rounds(conn) - before; n != 2 {
-		t.Errorf("walk of /d5/d2 after a prefetch of / cut off in /d0: %d round trips, want 2", n)
+	// with its prefetch: 2. It is 1 when the listing of /d5, sent with
+	// the stat, has not had its reply yet when the listing of /d5/d2 is
+	// sent (the stat's reply came first): that request then overlaps a
+	// waiting one and is not a round trip of its own.
+	if n := rounds(conn) - before; n < 1 || n > 2 {
+		t.Errorf("walk of /d5/d2 after a prefetch of / cut off in /d0: %d round trips, want 2 (or 1)", n)
 	}
 	if st := c.Stats(); st.Prefetches != 2 || st.PrefetchCuts != 1 {
 		t.Errorf("prefetches %d, cut %d: want 2, 1", st.Prefetches, st.PrefetchCuts)
