@@ -20,6 +20,14 @@ import (
 
 func serve(t testing.TB, tr zx.Tree) string {
 	t.Helper()
+	_, addr := serveClosable(t, tr)
+	return addr
+}
+
+// serveClosable serves tr on loopback until the test ends, and returns
+// the server too, for tests that stop it early.
+func serveClosable(t testing.TB, tr zx.Tree) (*server.Server, string) {
+	t.Helper()
 	srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +39,7 @@ func serve(t testing.TB, tr zx.Tree) string {
 	done := make(chan struct{})
 	go func() { srv.Serve(l); close(done) }()
 	t.Cleanup(func() { srv.Close(); <-done })
-	return l.Addr().String()
+	return srv, l.Addr().String()
 }
 
 func lag(t testing.TB, addr string, rtt time.Duration) string {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/memfs"
-	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/zxtest"
 )
 
@@ -228,22 +225,6 @@ func TestJournalTorn(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "tmp-123")); !os.IsNotExist(err) {
 		t.Fatalf("temporary left: %v", err)
 	}
-}
-
-func serveClosable(t testing.TB, tr zx.Tree) (*server.Server, string) {
-	t.Helper()
-	srv, err := server.New(map[string]zx.Tree{"main": tr}, "main", server.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(l); close(done) }()
-	t.Cleanup(func() { srv.Close(); <-done })
-	return srv, l.Addr().String()
 }
 
 func sha(s string) string {
