@@ -69,6 +69,21 @@ func newSibEnv(t *testing.T, fs zx.Tree, cfg wan.Config, opts cache.Options) *si
 	return &sibEnv{conn: conn, c: c}
 }
 
+// holdStream makes the cache's sibling streams stop before installing p
+// until release is called (at the latest when the test ends, before the
+// cache closes, even on failure).
+func (e *sibEnv) holdStream(t *testing.T, p string) (release func()) {
+	held := make(chan struct{})
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	cache.SetSiblingHook(e.c, func(q string) {
+		if q == p {
+			<-held
+		}
+	})
+	return release
+}
+
 // count returns the round trips f costs.
 func (e *sibEnv) count(f func()) int64 {
 	before := rounds(e.conn)
@@ -210,14 +225,7 @@ func TestSiblingsCoherence(t *testing.T) {
 	// The stale copy of the last file is installed only once the notice
 	// is in: the order that needs the cache's check (the other order the
 	// notice itself corrects).
-	noticed := make(chan struct{})
-	release := sync.OnceFunc(func() { close(noticed) })
-	t.Cleanup(release) // before the cache closes, even on failure
-	cache.SetSiblingHook(e.c, func(p string) {
-		if p == last {
-			<-noticed
-		}
-	})
+	release := e.holdStream(t, last)
 	e.list(t, "/d")
 	e.read(t, "/d/f00", content("f00", size))
 	ev := e.c.Stats().Events
@@ -400,14 +408,7 @@ func TestSiblingsCoherenceDisk(t *testing.T) {
 	t.Cleanup(func() { fs.Close() })
 	e := newSibEnv(t, fs, wan.Config{RTT: 40 * time.Millisecond, Rate: 1 << 20}, cache.Options{})
 	last := fmt.Sprintf("/d/f%02d", n-1)
-	noticed := make(chan struct{})
-	release := sync.OnceFunc(func() { close(noticed) })
-	t.Cleanup(release) // before the cache closes, even on failure
-	cache.SetSiblingHook(e.c, func(p string) {
-		if p == last {
-			<-noticed
-		}
-	})
+	release := e.holdStream(t, last)
 	e.list(t, "/d")
 	e.read(t, "/d/f00", content("f00", size))
 	ev := e.c.Stats().Events
