@@ -57,24 +57,15 @@ func TestUnlinkOpenLinked(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			_, err = f.WriteAt([]byte("AB"), 0)
-			must(t, err)
-			if c.mv {
-				must(t, os.WriteFile(e.p("a/new"), []byte("new"), 0o644))
-				must(t, os.Rename(e.p("a/new"), e.p("a/f")))
-			} else {
-				must(t, os.Remove(e.p("a/f")))
-			}
-			_, err = f.WriteAt([]byte("CD"), 4)
-			must(t, err)
-			_, err = f.WriteAt([]byte("XYZ"), 10)
-			must(t, err)
 			const want = "AB23CD6789XYZ"
-			b := make([]byte, 64)
-			n, _ := f.ReadAt(b, 0)
-			if string(b[:n]) != want {
-				t.Errorf("read through the descriptor after the unlink: %q, want %q", b[:n], want)
-			}
+			writeAcross(t, f, want, func() {
+				if c.mv {
+					must(t, os.WriteFile(e.p("a/new"), []byte("new"), 0o644))
+					must(t, os.Rename(e.p("a/new"), e.p("a/f")))
+				} else {
+					must(t, os.Remove(e.p("a/f")))
+				}
+			})
 			must(t, f.Close())
 			if c.wb {
 				must(t, e.m.Sync(context.Background()))
@@ -109,19 +100,8 @@ func TestUnlinkOpenLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = f.WriteAt([]byte("AB"), 0)
-	must(t, err)
-	must(t, os.Remove(e.p("f")))
-	_, err = f.WriteAt([]byte("CD"), 4)
-	must(t, err)
-	_, err = f.WriteAt([]byte("XYZ"), 10)
-	must(t, err)
 	const want = "AB23CD6789XYZ"
-	b := make([]byte, 64)
-	n, _ := f.ReadAt(b, 0)
-	if string(b[:n]) != want {
-		t.Errorf("read through the descriptor after the unlink: %q, want %q", b[:n], want)
-	}
+	writeAcross(t, f, want, func() { must(t, os.Remove(e.p("f"))) })
 	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(want)) {
 		t.Errorf("fstat after the unlink: %v %v, want size %d", fi, err, len(want))
 	}
@@ -210,4 +190,23 @@ func commonPrefix(a, b []byte) int {
 		i++
 	}
 	return i
+}
+
+// writeAcross writes to f, a file holding "0123456789", before and after
+// lose (which unlinks or replaces its name), and checks that reading
+// through f gives want ("AB23CD6789XYZ").
+func writeAcross(t *testing.T, f *os.File, want string, lose func()) {
+	t.Helper()
+	_, err := f.WriteAt([]byte("AB"), 0)
+	must(t, err)
+	lose()
+	_, err = f.WriteAt([]byte("CD"), 4)
+	must(t, err)
+	_, err = f.WriteAt([]byte("XYZ"), 10)
+	must(t, err)
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	if string(b[:n]) != want {
+		t.Errorf("read through the descriptor after the unlink: %q, want %q", b[:n], want)
+	}
 }
