@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -283,62 +284,83 @@ func TestStatDuringBulk(t *testing.T) {
 }
 
 // TestMalformedClientLeavesOthersServed sends garbage on one connection
-// while another client works.
+// while another client works: the bad connection is told why (a goaway or
+// an error reply with a parseable error of the expected kind) or, when it
+// vanishes in the middle of a frame, closed; it never hangs the server,
+// and the good client is served after each.
 func TestMalformedClientLeavesOthersServed(t *testing.T) {
 	fs := memfs.New()
 	addr := serve(t, fs)
 	good := dial(t, addr)
 	ctx := context.Background()
-	for _, junk := range [][]byte{
-		[]byte("GET / HTTP/1.0\r\n\r\n"),
-		func() []byte { // oversized frame after a valid hello
-			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+	hello := func() []byte {
+		return proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+	}
+	for _, tc := range []struct {
+		name string
+		junk []byte
+		want zx.Kind // the kind of the error the server answers; 0: it just closes
+	}{
+		{"not zx", []byte("GET / HTTP/1.0\r\n\r\n"), zx.ErrProtocol},
+		{"oversized frame after a valid hello", func() []byte {
 			var h [proto.HeaderSize]byte
 			proto.PutHeader(h[:], proto.Header{Type: proto.FReq, Stream: 1, Len: 1 << 30})
-			return append(b, h[:]...)
-		}(),
-		func() []byte { // a request that does not decode
-			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
-			return proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1, Flags: proto.FlagEnd}, []byte{proto.OpStat, 200})
-		}(),
-		func() []byte { // truncated frame, then the client vanishes
-			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1}))
+			return append(hello(), h[:]...)
+		}(), zx.ErrTooBig},
+		{"a request that does not decode", proto.AppendFrame(hello(), proto.Header{Type: proto.FReq, Stream: 1, Flags: proto.FlagEnd}, []byte{proto.OpStat, 200}), zx.ErrProtocol},
+		{"truncated frame, then the client vanishes", func() []byte {
 			f := proto.AppendFrame(nil, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpStat, Path: "/"}))
-			return append(b, f[:len(f)-3]...)
-		}(),
+			return append(hello(), f[:len(f)-3]...)
+		}(), 0},
 	} {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc.Write(junk)
-		// The server answers with an error (a goaway, or an error reply)
-		// or closes; it never hangs on us.
+		if _, err := nc.Write(tc.junk); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.want == 0 {
+			// The server waits for the rest of the frame; the end of
+			// the client's side in the middle of it must end the
+			// connection.
+			nc.(*net.TCPConn).CloseWrite()
+		}
+		// The deadline only turns a server that hangs on us into a
+		// failure.
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var hdr [proto.HeaderSize]byte
-		sawErr := false
+		var got *zx.Error
 		for {
 			h, p, err := proto.ReadFrame(nc, hdr[:])
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("%s: the server neither answered nor closed the connection", tc.name)
+			}
 			if err != nil {
 				break
 			}
 			if h.Type == proto.FGoaway || h.Type == proto.FErr {
-				if _, perr := proto.ParseError(p); perr != nil {
-					t.Fatalf("bad error payload: %v", perr)
+				e, perr := proto.ParseError(p)
+				if perr != nil {
+					t.Fatalf("%s: bad error payload: %v", tc.name, perr)
 				}
-				sawErr = true
+				got = e
 				if h.Type == proto.FErr {
 					break
 				}
 			}
 		}
-		if !sawErr && len(junk) > 20 && junk[0] == proto.FHello && bytes.Count(junk, []byte{proto.FReq}) > 0 {
-			// The truncated frame case gets no answer: the server waits
-			// for the rest, and drops the connection when we close.
-		}
 		nc.Close()
+		switch {
+		case tc.want == 0 && got != nil:
+			t.Errorf("%s: the server answered %v", tc.name, got)
+		case tc.want != 0 && got == nil:
+			t.Errorf("%s: the server closed without saying why (want an error of kind %v)", tc.name, tc.want)
+		case tc.want != 0 && got.Kind != tc.want:
+			t.Errorf("%s: the server answered %v, want an error of kind %v", tc.name, got, tc.want)
+		}
 		if _, err := zx.Stat(ctx, good.Tree(""), "/"); err != nil {
-			t.Fatalf("good client after a bad one: %v", err)
+			t.Fatalf("good client after %s: %v", tc.name, err)
 		}
 	}
 }
