@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -183,9 +184,24 @@ func (r *slowReader) Read(p []byte) (int, error) {
 }
 
 // TestClientVanishesMidPut cuts the connection in the middle of a put: the
-// file must keep its old contents, with nothing half-written under its name.
+// file must keep its old contents, with nothing half-written under its name,
+// in memory and on disk (where the put's temporary must go too).
 func TestClientVanishesMidPut(t *testing.T) {
-	fs := memfs.New()
+	t.Run("memfs", func(t *testing.T) { vanishMidPut(t, memfs.New(), "") })
+	t.Run("lfs", func(t *testing.T) {
+		dir := t.TempDir()
+		fs, err := lfs.New(dir, lfs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fs.Close() })
+		vanishMidPut(t, fs, dir)
+	})
+}
+
+// vanishMidPut puts into fs (over the directory disk if not "") from a
+// client that vanishes in the middle of the data.
+func vanishMidPut(t *testing.T, fs zx.Tree, disk string) {
 	ctx := context.Background()
 	if _, err := zx.WriteFile(ctx, fs, "/f", nil, []byte("old")); err != nil {
 		t.Fatal(err)
@@ -203,6 +219,9 @@ func TestClientVanishesMidPut(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for st := c.Stats(); st.BytesOut+st.SavedOut < 1<<20 && time.Now().Before(deadline); st = c.Stats() {
 		time.Sleep(5 * time.Millisecond)
+	}
+	if st := c.Stats(); st.BytesOut+st.SavedOut < 1<<20 {
+		t.Fatalf("the put sent only %d bytes", st.BytesOut+st.SavedOut)
 	}
 	c.Close()
 	if r := <-rc; r.Err == nil {
@@ -224,12 +243,28 @@ func TestClientVanishesMidPut(t *testing.T) {
 		if len(ents) != 1 {
 			t.Fatalf("root has %d entries after an interrupted put, want 1", len(ents))
 		}
+		// On disk the put's temporary goes once the server has aborted
+		// the put.
+		var names []string
+		if disk != "" {
+			des, err := os.ReadDir(disk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, de := range des {
+				names = append(names, de.Name())
+			}
+			if b, err := os.ReadFile(filepath.Join(disk, "f")); err != nil || string(b) != "old" {
+				t.Fatalf("on disk after an interrupted put: %q, %v", b, err)
+			}
+		}
 		// Once the server has dropped the connection, a new client sees
 		// the same.
 		c2 := dial(t, addr)
-		if d, err := zx.Stat(ctx, c2.Tree(""), "/f"); err == nil && d.Size() == 3 {
+		if d, err := zx.Stat(ctx, c2.Tree(""), "/f"); err == nil && d.Size() == 3 && len(names) <= 1 {
 			return
 		}
+		c2.Close()
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("server did not settle after the client vanished")
