@@ -160,6 +160,31 @@ func StatFS(ctx context.Context, t Tree, path string) <-chan Reply {
 	return c
 }
 
+// Syncer is implemented by trees that can make what they hold durable on
+// request (what fsync(2) asks of a local disk, or COMMIT of an NFS
+// server).
+type Syncer interface {
+	// Sync returns once everything written to path before it (requests
+	// issued earlier that touch path, as ordered by Tree) survives a power
+	// loss of the machine holding the tree: for a file, its data and
+	// attributes and its name in its directory; for a directory, its
+	// entries; for the root "/", the whole tree. A tree that keeps nothing
+	// in volatile memory returns nil at once. An error says the data may
+	// not be durable (an I/O error or lack of space from the disk).
+	Sync(ctx context.Context, path string) <-chan error
+}
+
+// Sync calls t's Sync, or fails with ErrNotSupp when t cannot sync.
+func Sync(ctx context.Context, t Tree, path string) <-chan error {
+	if s, ok := t.(Syncer); ok {
+		return s.Sync(ctx, path)
+	}
+	c := make(chan error, 1)
+	c <- E(ErrNotSupp, "sync", path, "the tree cannot make data durable on request")
+	close(c)
+	return c
+}
+
 // Reply is the single value of a Stat, Put or Wstat.
 type Reply struct {
 	Dir Dir

@@ -63,3 +63,13 @@ func (c *Cache) StatFS(ctx context.Context, p string) <-chan zx.Reply {
 func shared(d zx.Dir) bool {
 	return d != nil && !d.IsDir() && d.Int(zx.ANlink) > 1
 }
+
+var _ zx.Syncer = (*Cache)(nil)
+
+// Sync implements zx.Syncer by passing the request on, at once: the
+// writes it is to cover were issued to the remote before it (write-back
+// records too, when they are journaled), and the remote applies it after
+// them. It changes nothing the cache holds.
+func (c *Cache) Sync(ctx context.Context, p string) <-chan error {
+	return zx.Sync(ctx, c.remote, p)
+}

@@ -345,7 +345,7 @@ func addStats(a, b mux.Stats) mux.Stats {
 // once: reads, and writes that set rather than change.
 func idempotent(req *proto.Request) bool {
 	switch req.Op {
-	case proto.OpAttach, proto.OpStat, proto.OpWstat, proto.OpStatFS, proto.OpGet, proto.OpFind, proto.OpFindGet, proto.OpWatch:
+	case proto.OpAttach, proto.OpStat, proto.OpWstat, proto.OpStatFS, proto.OpSync, proto.OpGet, proto.OpFind, proto.OpFindGet, proto.OpWatch:
 		return true
 	case proto.OpPut:
 		return req.Dir["Excl"] == ""

@@ -20,6 +20,7 @@ func (f *FS) Status(ctx context.Context) ctl.Section {
 	s.Lines = append(s.Lines,
 		"since "+ctl.Since(f.since),
 		f.reqs.Line(),
+		f.synced.line(),
 		fmt.Sprintf("readonly %v", f.opts.ReadOnly),
 		fmt.Sprintf("xattrs %v", !f.opts.NoXattrs),
 	)
@@ -42,7 +43,12 @@ func (f *FS) Command(ctx context.Context, cmd string) error {
 		if f.closed.Load() {
 			return zx.E(zx.ErrIO, "sync", "/", "tree closed")
 		}
-		if err := unix.Syncfs(f.rootfd); err != nil {
+		err := unix.Syncfs(f.rootfd)
+		f.synced.note(err)
+		if f.opts.OnSync != nil {
+			f.opts.OnSync("/", err)
+		}
+		if err != nil {
 			return zx.Errorf("sync", "/", err)
 		}
 		return nil

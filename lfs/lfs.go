@@ -96,6 +96,12 @@ type Options struct {
 	// one fails with zx.ErrNotSupp. Useful on file systems without user
 	// extended attributes.
 	NoXattrs bool
+
+	// OnSync, if set, is called after each Sync request (and each
+	// "sync" control command, as a Sync of "/") is carried out, with its
+	// clean path and its error: instrumentation, for tests that check
+	// that a client's fsync reaches this disk.
+	OnSync func(path string, err error)
 }
 
 // FS is a zx tree over a local directory. It is safe for concurrent use.
@@ -112,11 +118,12 @@ type FS struct {
 	hub *hub
 
 	// The control file (see ctl.go).
-	ctl   ctl.File
-	reqs  ctl.Counts
-	flags *ctl.Flags
-	name  string
-	since time.Time
+	ctl    ctl.File
+	reqs   ctl.Counts
+	synced syncStats
+	flags  *ctl.Flags
+	name   string
+	since  time.Time
 }
 
 var (

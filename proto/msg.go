@@ -25,14 +25,15 @@ const (
 	OpWatch     = 11
 	OpLink      = 12
 	OpStatFS    = 13
-	maxOp       = OpStatFS
+	OpSync      = 14 // only to a server that offered FeatureSync
+	maxOp       = OpSync
 
 	// opCaller, or'ed into the op byte, says that the caller's ids
 	// follow the path.
 	opCaller = 0x80
 )
 
-var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs"}
+var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs", "sync"}
 
 // OpName returns the name of a request operation.
 func OpName(op uint8) string {
@@ -69,6 +70,11 @@ type Hello struct {
 	MaxStreams uint64 // streams the sender accepts at once (0: no limit stated)
 	Features   []string
 }
+
+// FeatureSync is the hello feature by which a server says that it takes
+// the sync request (OpSync). A client never sends OpSync to a server that
+// did not offer it: an older server would answer it as a protocol error.
+const FeatureSync = "sync"
 
 // Event is the payload of an FEvent frame.
 type Event struct {

@@ -105,6 +105,8 @@ var requestTests = []struct {
 	{"move unicode", Request{Op: OpMove, Tree: "τ", Path: "/α", To: "/β/γ"}},
 	{"link", Request{Op: OpLink, Path: "/a", To: "/b/c"}},
 	{"statfs", Request{Op: OpStatFS, Tree: "t", Path: "/"}},
+	{"sync", Request{Op: OpSync, Tree: "t", Path: "/a/b"}},
+	{"sync root", Request{Op: OpSync, Path: "/"}},
 	{"remove", Request{Op: OpRemove, Path: "/a"}},
 	{"removeall", Request{Op: OpRemoveAll, Tree: "t", Path: "/a/b/c"}},
 	{"wstat nil", Request{Op: OpWstat, Path: "/a"}},
@@ -202,7 +204,7 @@ func TestOpName(t *testing.T) {
 	want := map[uint8]string{
 		OpAttach: "attach", OpStat: "stat", OpGet: "get", OpPut: "put", OpMove: "move",
 		OpRemove: "remove", OpRemoveAll: "removeall", OpWstat: "wstat", OpFind: "find",
-		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", 0: "", 14: "op14", 255: "op255",
+		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", OpSync: "sync", 0: "", 15: "op15", 255: "op255",
 	}
 	for op, name := range want {
 		if got := OpName(op); got != name {

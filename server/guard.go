@@ -29,6 +29,7 @@ var (
 	_ zx.Watcher  = (*guard)(nil)
 	_ zx.Linker   = (*guard)(nil)
 	_ zx.StatFSer = (*guard)(nil)
+	_ zx.Syncer   = (*guard)(nil)
 )
 
 func (g *guard) refuse(op, path string) error {
@@ -260,6 +261,12 @@ func (g *guard) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Rep
 
 func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
 	return zx.StatFS(ctx, g.t, path)
+}
+
+// Sync is allowed on a read-only grant: it changes nothing anyone can
+// see, and a reader may want to know that what it read is on the disk.
+func (g *guard) Sync(ctx context.Context, path string) <-chan error {
+	return zx.Sync(ctx, g.t, path)
 }
 
 func (g *guard) Find(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {

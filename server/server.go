@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -72,6 +73,11 @@ type Config struct {
 	// requests wait, and it sees backpressure. < 0: no limit.
 	RequestRate  float64
 	RequestBurst int
+
+	// NoSync makes the server behave as one older than the sync request
+	// (docs/protocol.md): it does not offer proto.FeatureSync and answers
+	// OpSync as an unknown request. For tests of clients' fallback.
+	NoSync bool
 }
 
 // withDefaults fills in the defaults. Mux.IdleTimeout defaults to 30
@@ -100,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Mux.IdleTimeout == 0 {
 		c.Mux.IdleTimeout = 30 * time.Minute
+	}
+	if !c.NoSync && !slices.Contains(c.Mux.Features, proto.FeatureSync) {
+		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureSync)
 	}
 	return c
 }
@@ -463,6 +472,12 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 		go c.reply(st, zx.Link(ctx, t, req.Path, req.To))
 	case proto.OpStatFS:
 		go c.reply(st, zx.StatFS(ctx, t, req.Path))
+	case proto.OpSync:
+		if c.srv.cfg.NoSync {
+			go c.fail(st, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", req.Op)))
+			return
+		}
+		go c.status(st, zx.Sync(ctx, t, req.Path))
 	case proto.OpRemove:
 		go c.status(st, t.Remove(ctx, req.Path))
 	case proto.OpRemoveAll:

@@ -24,6 +24,7 @@ var (
 	_ zx.Watcher  = (*Tree)(nil)
 	_ zx.Linker   = (*Tree)(nil)
 	_ zx.StatFSer = (*Tree)(nil)
+	_ zx.Syncer   = (*Tree)(nil)
 )
 
 // New returns the subtree of t at prefix; for "/" it returns t itself.
@@ -119,6 +120,16 @@ func (t *Tree) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Repl
 // StatFS implements zx.StatFSer.
 func (t *Tree) StatFS(ctx context.Context, p string) <-chan zx.Reply {
 	return zx.StatFS(ctx, t.T, t.real(p))
+}
+
+// Sync implements zx.Syncer. A sync of the root syncs the whole tree
+// below, which holds the subtree: a sync of the subtree's top directory
+// alone would not cover what lies below it.
+func (t *Tree) Sync(ctx context.Context, p string) <-chan error {
+	if c, err := zx.CleanPath(p); err == nil && c == "/" {
+		return zx.Sync(ctx, t.T, "/")
+	}
+	return zx.Sync(ctx, t.T, t.real(p))
 }
 
 // Remove implements zx.Tree.
