@@ -130,3 +130,35 @@ func ExampleTree_Put() {
 	// Output:
 	// /notes.txt 18 0600
 }
+
+// Writing a file and making it durable on the server's disk, as fsync(2)
+// does for a local file, in one round trip: the Sync is sent right after
+// the put, without waiting for it, and the server applies it after the
+// put (requests on one path are applied in the order sent). Against a
+// server too old for the sync request, Sync falls back to the server's
+// control file and costs a second round trip.
+func Example_sync() {
+	addr, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+
+	c, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	t := c.Tree("")
+
+	pc := t.Put(ctx, "/src/notes.txt", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, strings.NewReader("remember the milk\n"))
+	sc := zx.Sync(ctx, t, "/src/notes.txt")
+	r := <-pc
+	if r.Err != nil {
+		log.Fatal(r.Err)
+	}
+	if err := <-sc; err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("durable:", r.Dir.Path(), r.Dir.Size(), "bytes")
+	// Output:
+	// durable: /src/notes.txt 18 bytes
+}
