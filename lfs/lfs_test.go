@@ -174,7 +174,9 @@ func TestReadOnly(t *testing.T) {
 func TestHostilePaths(t *testing.T) {
 	f, dir := newFS(t, Options{})
 	ctx := t.Context()
-	os.WriteFile(filepath.Join(dir, "ok"), []byte("ok"), 0644)
+	if err := os.WriteFile(filepath.Join(dir, "ok"), []byte("ok"), 0644); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{
 		"../etc/passwd", "/../etc/passwd", "/a/../../etc/passwd", "..", "/x\x00y",
 		"/" + strings.Repeat("a", 300), strings.Repeat("/abc", 1100),
@@ -206,12 +208,19 @@ func TestSymlinkEscape(t *testing.T) {
 	ctx := t.Context()
 	out := t.TempDir()
 	secret := filepath.Join(out, "passwd")
-	os.WriteFile(secret, []byte("secret"), 0644)
-	os.Symlink(out, filepath.Join(dir, "link"))
-	os.Symlink(secret, filepath.Join(dir, "flink"))
-	os.Symlink("../"+filepath.Base(out)+"/passwd", filepath.Join(dir, "rlink"))
-	os.Mkdir(filepath.Join(dir, "in"), 0755)
-	os.Symlink("in", filepath.Join(dir, "inlink"))
+	// The links must be there, or every check below passes for nothing.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(secret, []byte("secret"), 0644))
+	must(os.Symlink(out, filepath.Join(dir, "link")))
+	must(os.Symlink(secret, filepath.Join(dir, "flink")))
+	must(os.Symlink("../"+filepath.Base(out)+"/passwd", filepath.Join(dir, "rlink")))
+	must(os.Mkdir(filepath.Join(dir, "in"), 0755))
+	must(os.Symlink("in", filepath.Join(dir, "inlink")))
 
 	for _, p := range []string{"/link/passwd", "/flink", "/rlink", "/inlink/x"} {
 		if b, err := zx.ReadFile(ctx, f, p); err == nil {
@@ -267,8 +276,10 @@ func TestSymlinkEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Moving a file onto a crossing path fails.
-	zx.WriteFile(ctx, f, "/m", nil, []byte("m"))
-	os.Symlink(out, filepath.Join(dir, "link2"))
+	if _, err := zx.WriteFile(ctx, f, "/m", nil, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	must(os.Symlink(out, filepath.Join(dir, "link2")))
 	if err := <-f.Move(ctx, "/m", "/link2/m"); err == nil {
 		t.Fatal("move through link: no error")
 	}
