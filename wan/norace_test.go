@@ -1,5 +1,0 @@
-//go:build !race
-
-package wan
-
-const raceEnabled = false
