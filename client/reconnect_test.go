@@ -96,6 +96,7 @@ func TestReconnectServerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() }) // also when the test fails first
 		return srv
 	}
 	srv := start(l)
@@ -141,6 +142,7 @@ func TestReconnectGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() }) // also when the test fails first
 	c, err := client.Dial(ctx, l.Addr().String(), client.Options{Reconnect: true, ReconnectWait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
