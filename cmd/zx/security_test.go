@@ -321,8 +321,7 @@ func TestTLSMount(t *testing.T) {
 	kh := filepath.Join(t.TempDir(), "known_hosts")
 	mount := func(key string) string {
 		mnt := t.TempDir()
-		t.Cleanup(func() { exec.Command("fusermount3", "-u", "-z", mnt).Run() })
-		runZX(t, "", "mount", "--tls", "--identity", key, "--known-hosts", kh, "--trust", id.Fingerprint, "zx://"+addr+"/", mnt).want(t, 0, "mount over TLS")
+		zxMount(t, "--tls", "--identity", key, "--known-hosts", kh, "--trust", id.Fingerprint, "zx://"+addr+"/", mnt)
 		return mnt
 	}
 
@@ -391,9 +390,8 @@ func TestMultiUserMount(t *testing.T) {
 	for p := mnt; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
 		os.Chmod(p, 0o755)
 	}
-	t.Cleanup(func() { exec.Command("fusermount3", "-u", "-z", mnt).Run() })
-	runZX(t, "", "mount", "-o", "allow_other", "--tls", "--identity", key, "--known-hosts", filepath.Join(t.TempDir(), "kh"),
-		"--trust", id.Fingerprint, "zx://"+addr+"/", mnt).want(t, 0, "multi-user mount")
+	zxMount(t, "-o", "allow_other", "--tls", "--identity", key, "--known-hosts", filepath.Join(t.TempDir(), "kh"),
+		"--trust", id.Fingerprint, "zx://"+addr+"/", mnt)
 
 	as := func(uid uint32, name string) {
 		t.Helper()

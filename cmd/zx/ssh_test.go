@@ -169,10 +169,7 @@ func TestSSHMount(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "src/main.go"), []byte("package main\n"))
 	mnt := t.TempDir()
-	t.Cleanup(func() {
-		exec.Command("fusermount3", "-u", "-z", mnt).Run()
-	})
-	runZX(t, "", "mount", "ssh://127.0.0.1"+dir, mnt).want(t, 0, "mount over ssh")
+	zxMount(t, "ssh://127.0.0.1"+dir, mnt)
 	b, err := os.ReadFile(filepath.Join(mnt, "src/main.go"))
 	if err != nil || string(b) != "package main\n" {
 		t.Fatalf("read through the ssh mount: %v %q", err, b)
