@@ -311,7 +311,8 @@ func randomOp(rng *rand.Rand) (string, func(s *side) result) {
 }
 
 // mmapChild maps 4096 bytes of fd at off in a child process, returns the
-// first 64 and, if shared, writes data at 10 and msyncs. A child, because
+// first 64 and writes data at 10: if shared, through to the file (it
+// msyncs); if not, into the child's private copy only. A child, because
 // a Go process that faults on a mapping of its own FUSE mount can
 // deadlock: the faulting thread cannot be stopped for the garbage
 // collector while the server's goroutines wait for it.
@@ -355,18 +356,18 @@ func mmapChildMain(arg string) {
 		if st.Size < off+4096 {
 			return result{data: "short"}
 		}
-		fl, prot := unix.MAP_PRIVATE, unix.PROT_READ
+		fl := unix.MAP_PRIVATE
 		if shared {
-			fl, prot = unix.MAP_SHARED, unix.PROT_READ|unix.PROT_WRITE
+			fl = unix.MAP_SHARED
 		}
-		m, err := unix.Mmap(fd, off, 4096, prot, fl)
+		m, err := unix.Mmap(fd, off, 4096, unix.PROT_READ|unix.PROT_WRITE, fl)
 		if err != nil {
 			return res(err)
 		}
 		defer unix.Munmap(m)
 		before := string(m[:64])
+		copy(m[10:], data)
 		if shared {
-			copy(m[10:], data)
 			if err := unix.Msync(m, unix.MS_SYNC); err != nil {
 				return res(err)
 			}
