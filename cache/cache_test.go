@@ -114,7 +114,16 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	time.Sleep(50 * time.Millisecond) // let the prefetched listing land
+	// The listing of /d came with the stat: wait until it has landed,
+	// which is what the next step counts on.
+	waitFor(t, func() bool {
+		for _, p := range []string{"/d/b", "/d/sub", "/d/missing"} {
+			if _, ok := c.Known(p); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	step("stat siblings and a missing name", 0, func() {
 		for _, p := range []string{"/d/b", "/d/sub", "/d/a"} {
 			if err := stat(p); err != nil {
