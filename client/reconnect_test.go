@@ -17,6 +17,8 @@ import (
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/proto"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/wan"
 )
@@ -36,6 +38,24 @@ func faulty(t *testing.T, tr zx.Tree, cfg wan.Config) (*client.Conn, *wan.Proxy)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c, p
+}
+
+// waitSent waits until c has written n bytes (before compression) to its
+// connection since its counters read before: what a test then cuts is on
+// the link, not still queued in the client.
+func waitSent(t *testing.T, c *client.Conn, before mux.Stats, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := c.Stats()
+		if sent := st.BytesOut + st.SavedOut - before.BytesOut - before.SavedOut; sent >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client did not send %d bytes within 10s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // pattern is n random bytes: incompressible, so that cuts after a byte
@@ -64,12 +84,13 @@ func TestReconnectAfterCut(t *testing.T) {
 	}
 	// A ping in flight at a cut is sent again.
 	p.Stall(-1)
+	before := c.Stats()
 	pc := make(chan error, 1)
 	go func() {
 		_, err := c.Ping(ctx)
 		pc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitSent(t, c, before, proto.HeaderSize+16) // the ping is in the stalled link
 	p.Cut()
 	p.Resume()
 	if err := <-pc; err != nil {
@@ -367,8 +388,9 @@ func TestRemoveOutcomeUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Stall(-1)
+	before := c.Stats()
 	ec := c.Tree("").Remove(ctx, "/f")
-	time.Sleep(50 * time.Millisecond) // the request is in the stalled link
+	waitSent(t, c, before, proto.HeaderSize+1) // the request is in the stalled link
 	p.Cut()
 	p.Resume()
 	err := <-ec
@@ -439,12 +461,13 @@ func TestReplayKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Stall(-1)
+	before := c.Stats()
 	var rcs []<-chan zx.Reply
 	for v := range 10 {
 		data := bytes.Repeat([]byte{byte('a' + v)}, 100<<10)
 		rcs = append(rcs, ct.Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, bytes.NewReader(data)))
 	}
-	time.Sleep(50 * time.Millisecond) // requests and some data in the stalled link
+	waitSent(t, c, before, 100<<10) // requests and some data in the stalled link
 	p.Cut()
 	p.Resume()
 	after := ct.Stat(ctx, "/f") // issued after the cut: must see the last put
