@@ -119,6 +119,19 @@ type Watcher interface {
 	Watch(ctx context.Context, path string) <-chan Event
 }
 
+// AckWatcher is implemented by watchers (the client) whose notices can
+// hold back the writer: AFS's callback breaks. A change made by another
+// user of the tree is not answered until every acknowledged watch that
+// covers it has applied its notice, or a bound has passed (see
+// docs/cache.md, "Change notices").
+type AckWatcher interface {
+	// WatchAcked is Watch, but a notice may carry Ack: the caller must
+	// call it once it has applied the notice (dropped what it cached,
+	// and had the layers above it drop theirs). Notices are applied in
+	// any order; each Ack is called once.
+	WatchAcked(ctx context.Context, path string) <-chan Event
+}
+
 // Linker is implemented by trees that can give a file more than one name
 // (hard links).
 type Linker interface {
@@ -240,4 +253,7 @@ type Event struct {
 	Dir  Dir
 	From string // old path, for Moved
 	Err  error  // set on the last Event when the watch fails
+	// Ack, if set (a notice from AckWatcher.WatchAcked), must be called
+	// once the notice has been applied: the change's writer waits for it.
+	Ack func()
 }

@@ -17,6 +17,7 @@ import (
 	"log"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -155,6 +156,9 @@ func tuneTCP(nc net.Conn) {
 
 // NewConn runs the client protocol over an established connection.
 func NewConn(nc net.Conn, opts Options) *Conn {
+	if !slices.Contains(opts.Mux.Features, proto.FeatureWatchAck) {
+		opts.Mux.Features = append(slices.Clip(opts.Mux.Features), proto.FeatureWatchAck)
+	}
 	return &Conn{
 		opts:     opts,
 		mc:       mux.Client(nc, opts.Mux),
@@ -757,11 +761,47 @@ func (t *Tree) FindGet(ctx context.Context, path, pred, spref, dpref string, dep
 
 // Watch implements zx.Watcher. The watch is not counted as a round trip.
 func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
+	return t.watch(ctx, path, false)
+}
+
+// WatchAcked implements zx.AckWatcher: notices of changes made through
+// other connections carry Ack, and the server holds the writer's reply
+// until Ack is called (or a bound passes: then the watch is sent an
+// Overflow). A server that cannot hold replies sends no Ack (the watch is
+// then Watch). Acknowledgements cost no round trip: they ride on the
+// watch's stream.
+func (t *Tree) WatchAcked(ctx context.Context, path string) <-chan zx.Event {
+	return t.watch(ctx, path, true)
+}
+
+var _ zx.AckWatcher = (*Tree)(nil)
+
+func (t *Tree) watch(ctx context.Context, path string, acked bool) <-chan zx.Event {
 	ec := make(chan zx.Event)
-	p, st, err := t.begin(ctx, &proto.Request{Op: proto.OpWatch, Tree: t.name, Path: path}, mux.Uncounted, plainRetry)
+	flags := mux.Uncounted
+	if acked {
+		// The stream stays open for the acknowledgements; its End asks
+		// for none.
+		flags |= mux.WithData
+	}
+	p, st, err := t.begin(ctx, &proto.Request{Op: proto.OpWatch, Tree: t.name, Path: path}, flags, plainRetry)
 	go func() {
 		defer close(ec)
 		defer t.c.finish(p)
+		var ack *acker
+		defer func() {
+			if ack != nil {
+				ack.stop()
+			}
+		}()
+		newAcker := func() {
+			if ack != nil {
+				ack.stop() // a new stream numbers afresh
+			}
+			if acked {
+				ack = newAcker(st)
+			}
+		}
 		resumed := false
 		send := func(ev zx.Event) bool {
 			select {
@@ -778,6 +818,7 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 			send(zx.Event{Err: err})
 			return
 		}
+		newAcker()
 		for {
 			m, err := st.Recv(ctx)
 			if err == io.EOF {
@@ -786,6 +827,7 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 			if err != nil {
 				if st2, err2 := t.c.resume(ctx, p, err); err2 == nil {
 					st, resumed = st2, true
+					newAcker()
 					continue
 				} else {
 					err = err2
@@ -801,6 +843,9 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 					ev.Err = perr
 				} else {
 					ev = zx.Event{Kind: zx.EventKind(pe.Kind), Dir: pe.Dir, From: pe.From}
+					if pe.Seq != 0 && ack != nil {
+						ev.Ack = ack.received(pe.Seq, ev.Kind == zx.Overflow)
+					}
 				}
 				if resumed && ev.Kind == zx.Ready {
 					// The watch is back in place after a lost
@@ -819,6 +864,82 @@ func (t *Tree) Watch(ctx context.Context, path string) <-chan zx.Event {
 		}
 	}()
 	return ec
+}
+
+// acker acknowledges the numbered notices of one watch stream: it sends
+// the largest number up to which every notice received was acknowledged
+// (the server takes acknowledgements as cumulative), from its own
+// goroutine, so that Ack never blocks.
+type acker struct {
+	st   *mux.Stream
+	kick chan struct{}
+	done chan struct{}
+
+	mu   sync.Mutex
+	open []uint64 // received and not acknowledged, ascending
+	last uint64   // the largest number received
+}
+
+func newAcker(st *mux.Stream) *acker {
+	a := &acker{st: st, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+// received notes notice seq and returns its Ack. Applying an Overflow
+// (all) applies every notice before it.
+func (a *acker) received(seq uint64, all bool) func() {
+	a.mu.Lock()
+	if seq > a.last {
+		a.last = seq
+		a.open = append(a.open, seq)
+	}
+	a.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			for i, s := range a.open {
+				if all && s <= seq {
+					a.open[i] = 0
+				} else if s == seq {
+					a.open = append(a.open[:i], a.open[i+1:]...)
+					break
+				}
+			}
+			a.open = slices.DeleteFunc(a.open, func(s uint64) bool { return s == 0 })
+			a.mu.Unlock()
+			select {
+			case a.kick <- struct{}{}:
+			default:
+			}
+		})
+	}
+}
+
+func (a *acker) stop() { close(a.done) }
+
+func (a *acker) loop() {
+	var sent uint64
+	for {
+		select {
+		case <-a.kick:
+		case <-a.done:
+			return
+		}
+		a.mu.Lock()
+		upTo := a.last
+		if len(a.open) > 0 {
+			upTo = a.open[0] - 1
+		}
+		a.mu.Unlock()
+		if upTo > sent {
+			if err := a.st.Send(context.Background(), proto.FData, proto.AppendAck(nil, upTo), false); err != nil {
+				return // the watch is over
+			}
+			sent = upTo
+		}
+	}
 }
 
 // Location is a parsed zx://HOST[:PORT]/PATH address. A first path

@@ -23,6 +23,7 @@ var parsers = []parser{
 	{"Hello", func(b []byte) error { _, err := ParseHello(b); return err }},
 	{"Event", func(b []byte) error { _, err := ParseEvent(b); return err }},
 	{"Window", func(b []byte) error { _, err := ParseWindow(b); return err }},
+	{"Ack", func(b []byte) error { _, err := ParseAck(b); return err }},
 }
 
 func parserFor(name string) func([]byte) error {
@@ -49,10 +50,11 @@ func validEncodings() map[string][][]byte {
 	for _, h := range []Hello{{}, {Version: 1, MaxStreams: 1 << 40, Features: []string{"", "a", "bc"}}} {
 		m["Hello"] = append(m["Hello"], AppendHello(nil, &h))
 	}
-	for _, ev := range []Event{{}, {Kind: 4, From: "/a", Dir: zx.Dir{"path": "/b", "q": ""}}} {
+	for _, ev := range []Event{{}, {Kind: 4, From: "/a", Dir: zx.Dir{"path": "/b", "q": ""}}, {Kind: 2, Seq: 1 << 40, Dir: zx.Dir{"path": "/c"}}} {
 		m["Event"] = append(m["Event"], AppendEvent(nil, &ev))
 	}
 	m["Window"] = [][]byte{AppendWindow(nil, 1), AppendWindow(nil, math.MaxUint32)}
+	m["Ack"] = [][]byte{AppendAck(nil, 1), AppendAck(nil, math.MaxUint64)}
 	return m
 }
 
@@ -157,6 +159,13 @@ func TestMalformed(t *testing.T) {
 		{"event no dir", "Event", cat([]byte{1}, s("/a"))},
 		{"event duplicate", "Event", cat([]byte{1}, s(""), uv(2), s("p"), s(""), s("p"), s(""))},
 		{"event huge count", "Event", cat([]byte{1}, s(""), uv(1<<40))},
+		{"event sequence 0", "Event", cat([]byte{0x82}, uv(0), s(""), uv(0))},
+		{"event sequence missing", "Event", []byte{0x82}},
+		{"event sequence overflows", "Event", cat([]byte{0x82}, overflow, s(""), uv(0))},
+		{"ack empty", "Ack", nil},
+		{"ack 0", "Ack", uv(0)},
+		{"ack trailing", "Ack", cat(uv(3), uv(0))},
+		{"ack overflows", "Ack", overflow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,7 +81,23 @@ type Event struct {
 	Kind uint8
 	From string
 	Dir  zx.Dir
+	// Seq, if not 0, numbers a notice the watcher must acknowledge (an
+	// acknowledged watch, feature FeatureWatchAck): its encoding sets bit
+	// 7 of the kind byte and follows it with Seq.
+	Seq uint64
 }
+
+// FeatureWatchAck is the hello feature that says the sender speaks
+// acknowledged watches: a client asks for them by leaving a watch's
+// stream open, the server then numbers the notices of changes made
+// through other connections (Event.Seq), and the client acknowledges them
+// on the stream (AppendAck) once it has applied them. See
+// docs/protocol.md, Acknowledged watches.
+const FeatureWatchAck = "watchack"
+
+// eventSeq, or'ed into an event's kind byte, says that a sequence number
+// follows it.
+const eventSeq = 0x80
 
 // encoder appends primitives to a buffer.
 type encoder struct{ b []byte }
@@ -488,7 +504,12 @@ func ParseHello(b []byte) (*Hello, error) {
 // AppendEvent appends the encoding of a change notice.
 func AppendEvent(b []byte, ev *Event) []byte {
 	e := encoder{b}
-	e.b = append(e.b, ev.Kind)
+	if ev.Seq != 0 {
+		e.b = append(e.b, ev.Kind|eventSeq)
+		e.uvarint(ev.Seq)
+	} else {
+		e.b = append(e.b, ev.Kind)
+	}
 	e.str(ev.From)
 	e.dir(ev.Dir)
 	return e.b
@@ -497,11 +518,38 @@ func AppendEvent(b []byte, ev *Event) []byte {
 // ParseEvent decodes an FEvent payload.
 func ParseEvent(b []byte) (*Event, error) {
 	d := decoder{b: b}
-	ev := &Event{Kind: d.byte1(), From: d.str(), Dir: d.dir()}
+	ev := &Event{Kind: d.byte1()}
+	if ev.Kind&eventSeq != 0 {
+		ev.Kind &^= eventSeq
+		if ev.Seq = d.uvarint(); ev.Seq == 0 && d.err == nil {
+			d.fail("event sequence number 0")
+		}
+	}
+	ev.From, ev.Dir = d.str(), d.dir()
 	if err := d.end(); err != nil {
 		return nil, err
 	}
 	return ev, nil
+}
+
+// AppendAck appends an acknowledgement of the notices of an acknowledged
+// watch up to and including seq: the payload of a DATA message the client
+// sends on the watch's stream.
+func AppendAck(b []byte, seq uint64) []byte {
+	return binary.AppendUvarint(b, seq)
+}
+
+// ParseAck decodes an acknowledgement.
+func ParseAck(b []byte) (uint64, error) {
+	d := decoder{b: b}
+	seq := d.uvarint()
+	if seq == 0 && d.err == nil {
+		d.fail("acknowledgement of sequence number 0")
+	}
+	if err := d.end(); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // AppendWindow appends an FWindow payload.

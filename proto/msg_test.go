@@ -418,6 +418,25 @@ func TestHelloRoundTrip(t *testing.T) {
 	}
 }
 
+// An acknowledgement is one sequence number; one without the flag in the
+// kind byte is the version 1 encoding, byte for byte.
+func TestAckRoundTrip(t *testing.T) {
+	for _, seq := range []uint64{1, 127, 128, 1 << 40, 1<<64 - 1} {
+		got, err := ParseAck(AppendAck(nil, seq))
+		if err != nil || got != seq {
+			t.Errorf("ParseAck(AppendAck(%d)) = %d, %v", seq, got, err)
+		}
+	}
+	b := AppendEvent(nil, &Event{Kind: uint8(zx.Changed), Dir: zx.Dir{"path": "/a"}})
+	if b[0] != uint8(zx.Changed) {
+		t.Errorf("unnumbered event starts with %#x, want the bare kind", b[0])
+	}
+	b = AppendEvent(nil, &Event{Kind: uint8(zx.Changed), Seq: 9, Dir: zx.Dir{"path": "/a"}})
+	if b[0] != 0x80|uint8(zx.Changed) || b[1] != 9 {
+		t.Errorf("numbered event starts with % x, want 82 09", b[:2])
+	}
+}
+
 func TestHelloNotZx(t *testing.T) {
 	for _, b := range [][]byte{nil, {}, []byte("z"), []byte("xz\x01\x00\x00"), []byte("ZX\x01\x00\x00"), []byte("HTTP/1.1 200 OK")} {
 		if _, err := ParseHello(b); !errors.Is(err, zx.ErrProtocol) {
@@ -435,7 +454,10 @@ func TestEventRoundTrip(t *testing.T) {
 		{Kind: uint8(zx.Removed), Dir: zx.Dir{"path": "/ü"}},
 		{Kind: uint8(zx.Moved), From: "/old/ünï", Dir: zx.Dir{"path": "/new"}},
 		{Kind: uint8(zx.Overflow)},
-		{Kind: 255, From: "x", Dir: manyAttrs(300)},
+		{Kind: 127, From: "x", Dir: manyAttrs(300)},
+		{Kind: uint8(zx.Changed), Seq: 1, Dir: zx.Dir{"path": "/a", "size": "3"}},
+		{Kind: uint8(zx.Moved), Seq: 1<<63 + 5, From: "/a", Dir: zx.Dir{"path": "/b"}},
+		{Kind: uint8(zx.Overflow), Seq: 300},
 	}
 	for i, ev := range tests {
 		got, err := ParseEvent(AppendEvent(nil, &ev))

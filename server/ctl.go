@@ -49,6 +49,9 @@ func (s *Server) Status(ctx context.Context) ctl.Section {
 		sec.Lines = append(sec.Lines, fmt.Sprintf("user %s %s since %s rtt %s in %d out %d",
 			user, c.remote, ctl.Since(c.since), c.mc.RTT().Round(time.Microsecond), st.BytesIn, st.BytesOut))
 	}
+	nw, lag := s.cb.counts()
+	sec.Lines = append(sec.Lines, fmt.Sprintf("callbacks watches %d lagging %d breaks %d waits %d lagged %d",
+		nw, lag, s.cb.breaks.Load(), s.cb.waits.Load(), s.cb.lagged.Load()))
 	sec.Lines = append(sec.Lines, s.reqs.Line(), fmt.Sprintf("bytes in %d out %d", in, out))
 	sec.Lines = append(sec.Lines, s.flags.Lines()...)
 	return sec
@@ -84,7 +87,7 @@ func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Reques
 	f := &ctl.File{C: c.srv, Below: t}
 	switch req.Op {
 	case proto.OpStat:
-		go c.reply(st, f.Stat(ctx))
+		go c.reply(st, f.Stat(ctx), nil)
 	case proto.OpGet:
 		go c.items(st, f.Get(ctx, req.Off, req.Count))
 	case proto.OpPut:
@@ -98,7 +101,7 @@ func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Reques
 		if !st.RecvEnded() {
 			data = &streamReader{ctx: ctx, st: st}
 		}
-		go c.reply(st, f.Put(ctx, req.Dir, req.Off, data))
+		go c.reply(st, f.Put(ctx, req.Dir, req.Off, data), nil)
 	case proto.OpFind, proto.OpFindGet:
 		go c.items(st, f.Find(ctx, req.Pred, req.Spref, req.Dpref, int(req.Depth)))
 	default:

@@ -78,6 +78,11 @@ type Config struct {
 	// (docs/protocol.md): it does not offer proto.FeatureSync and answers
 	// OpSync as an unknown request. For tests of clients' fallback.
 	NoSync bool
+	// CallbackWait bounds how long a write's reply waits for another
+	// client's acknowledged watch to apply the change's notice (2s); the
+	// wait is 4 of that client's round trips, at least 250ms. A watch
+	// that misses it lags (see callback.go). < 0: never wait.
+	CallbackWait time.Duration
 }
 
 // withDefaults fills in the defaults. Mux.IdleTimeout defaults to 30
@@ -107,8 +112,14 @@ func (c Config) withDefaults() Config {
 	if c.Mux.IdleTimeout == 0 {
 		c.Mux.IdleTimeout = 30 * time.Minute
 	}
+	if c.CallbackWait == 0 {
+		c.CallbackWait = 2 * time.Second
+	}
 	if !c.NoSync && !slices.Contains(c.Mux.Features, proto.FeatureSync) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureSync)
+	}
+	if !slices.Contains(c.Mux.Features, proto.FeatureWatchAck) {
+		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureWatchAck)
 	}
 	return c
 }
@@ -133,6 +144,8 @@ type Server struct {
 	flags             *ctl.Flags
 	baseLevel         slog.Level // LogLevel's level with verbose and debug off
 	bytesIn, bytesOut int64      // of connections that ended; guarded by mu
+
+	cb callbacks // acknowledged watches (see callback.go)
 }
 
 // New returns a server for trees, keyed by name. Requests that name no tree
@@ -453,35 +466,43 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	if ctl.Is(req.Path) && c.ctlRequest(ctx, st, req, t) {
 		return
 	}
+	tname := req.Tree
+	if tname == "" {
+		tname = c.srv.defName
+	}
+	// brk reports a write's outcome to other clients' acknowledged
+	// watches, before the writer hears it (callback.go).
+	brk := func(d zx.Dir) { c.breakCallbacks(ctx, tname, req, d) }
 	switch req.Op {
 	case proto.OpAttach:
-		go c.reply(st, t.Stat(ctx, "/"))
+		go c.reply(st, t.Stat(ctx, "/"), nil)
 	case proto.OpStat:
-		go c.reply(st, t.Stat(ctx, req.Path))
+		go c.reply(st, t.Stat(ctx, req.Path), nil)
 	case proto.OpWstat:
-		go c.reply(st, t.Wstat(ctx, req.Path, req.Dir))
+		go c.reply(st, t.Wstat(ctx, req.Path, req.Dir), brk)
 	case proto.OpPut:
 		var data io.Reader
 		if !st.RecvEnded() {
 			data = &streamReader{ctx: ctx, st: st}
 		}
-		go c.reply(st, t.Put(ctx, req.Path, req.Dir, req.Off, data))
+		go c.reply(st, t.Put(ctx, req.Path, req.Dir, req.Off, data), brk)
 	case proto.OpMove:
-		go c.status(st, t.Move(ctx, req.Path, req.To))
+		go c.status(st, t.Move(ctx, req.Path, req.To), brk, false)
 	case proto.OpLink:
-		go c.reply(st, zx.Link(ctx, t, req.Path, req.To))
+		go c.reply(st, zx.Link(ctx, t, req.Path, req.To), brk)
 	case proto.OpStatFS:
-		go c.reply(st, zx.StatFS(ctx, t, req.Path))
+		go c.reply(st, zx.StatFS(ctx, t, req.Path), nil)
 	case proto.OpSync:
 		if c.srv.cfg.NoSync {
 			go c.fail(st, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", req.Op)))
 			return
 		}
-		go c.status(st, zx.Sync(ctx, t, req.Path))
+		go c.status(st, zx.Sync(ctx, t, req.Path), nil, false)
 	case proto.OpRemove:
-		go c.status(st, t.Remove(ctx, req.Path))
+		go c.status(st, t.Remove(ctx, req.Path), brk, false)
 	case proto.OpRemoveAll:
-		go c.status(st, t.RemoveAll(ctx, req.Path))
+		// A removeall that failed may have removed part of the tree.
+		go c.status(st, t.RemoveAll(ctx, req.Path), brk, true)
 	case proto.OpGet:
 		go c.items(st, t.Get(ctx, req.Path, req.Off, req.Count))
 	case proto.OpFind, proto.OpFindGet:
@@ -511,16 +532,26 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 		}
 		c.watches[st] = struct{}{}
 		c.mu.Unlock()
+		if c.wantsAcks(st) {
+			aw := &ackWatch{c: c, st: st, tree: tname, path: req.Path, kick: make(chan struct{}, 1), ackc: make(chan struct{})}
+			go c.ackedEvents(aw, w.Watch(ctx, req.Path))
+			return
+		}
 		go c.events(st, w.Watch(ctx, req.Path))
 	default:
 		go c.fail(st, zx.E(zx.ErrNotSupp, op, req.Path, "unknown request"))
 	}
 }
 
-func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply) {
+// reply sends a one-entry reply; brk, if set, first reports a successful
+// write to other clients.
+func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply, brk func(zx.Dir)) {
 	defer c.reqs.Done()
 	r := <-rc
 	ctx := st.Context()
+	if brk != nil && r.Err == nil {
+		brk(r.Dir)
+	}
 	if r.Err != nil {
 		st.Send(ctx, proto.FErr, proto.AppendError(nil, r.Err), true)
 		return
@@ -528,10 +559,15 @@ func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply) {
 	st.Send(ctx, proto.FDir, proto.AppendDir(nil, r.Dir), true)
 }
 
-func (c *conn) status(st *mux.Stream, ec <-chan error) {
+// status sends a status reply; brk, if set, first reports the write to
+// other clients, if it succeeded or always says so.
+func (c *conn) status(st *mux.Stream, ec <-chan error, brk func(zx.Dir), always bool) {
 	defer c.reqs.Done()
 	err := <-ec
 	ctx := st.Context()
+	if brk != nil && (err == nil || always) {
+		brk(nil)
+	}
 	if err != nil {
 		st.Send(ctx, proto.FErr, proto.AppendError(nil, err), true)
 		return

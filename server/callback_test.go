@@ -1,0 +1,275 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/client"
+	"github.com/zxfs/zx/memfs"
+	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/proto"
+	"github.com/zxfs/zx/server"
+)
+
+// callbackCounts reads the server's "callbacks" status line.
+func callbackCounts(t *testing.T, srv *server.Server) (watches, lagging, breaks, waits, lagged int) {
+	t.Helper()
+	for _, l := range srv.Status(context.Background()).Lines {
+		if strings.HasPrefix(l, "callbacks ") {
+			if _, err := fmt.Sscanf(l, "callbacks watches %d lagging %d breaks %d waits %d lagged %d", &watches, &lagging, &breaks, &waits, &lagged); err != nil {
+				t.Fatalf("status line %q: %v", l, err)
+			}
+			return
+		}
+	}
+	t.Fatal("no callbacks line in the server's status")
+	return
+}
+
+// ackedWatch starts an acknowledged watch of / on c and waits for Ready.
+func ackedWatch(t *testing.T, c *client.Conn) <-chan zx.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ec := c.Tree("").WatchAcked(ctx, "/")
+	if ev := <-ec; ev.Err != nil || ev.Kind != zx.Ready {
+		t.Fatalf("watch: %+v", ev)
+	}
+	return ec
+}
+
+// numbered waits for the next notice carrying Ack whose path is p, and
+// returns it; notices without Ack (the tree's own) are skipped.
+func numbered(t *testing.T, ec <-chan zx.Event, p string) zx.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ec:
+			if !ok || ev.Err != nil {
+				t.Fatalf("watch ended: %v", ev.Err)
+			}
+			if ev.Ack != nil && (ev.Dir.Path() == p || ev.Kind == zx.Overflow && p == "") {
+				return ev
+			}
+			if ev.Ack != nil {
+				ev.Ack()
+			}
+		case <-timeout:
+			t.Fatalf("no acknowledged notice for %q", p)
+		}
+	}
+}
+
+// A write's reply waits for another connection's acknowledged watch:
+// while B holds its acknowledgement, A's put is applied (A's later stat
+// of the file is answered and sees it) but not answered; once B
+// acknowledges, it is.
+func TestCallbackHoldsReply(t *testing.T) {
+	ctx := context.Background()
+	srv, addr := serve(t, memfs.New(), server.Config{CallbackWait: 30 * time.Second})
+	a, b := dial(t, addr), dial(t, addr)
+	bw := ackedWatch(t, b)
+	ta := a.Tree("")
+	for i, op := range []string{"create", "rewrite", "wstat", "move", "remove"} {
+		done := make(chan error, 1)
+		var notice string
+		switch op {
+		case "create", "rewrite":
+			rc := ta.Put(ctx, "/f", zx.Dir{zx.AType: "-"}, 0, strings.NewReader(op))
+			go func() { done <- (<-rc).Err }()
+			notice = "/f"
+		case "wstat":
+			rc := ta.Wstat(ctx, "/f", zx.Dir{zx.AMode: "0600"})
+			go func() { done <- (<-rc).Err }()
+			notice = "/f"
+		case "move":
+			ec := ta.Move(ctx, "/f", "/g")
+			go func() { done <- <-ec }()
+			notice = "/g"
+		case "remove":
+			ec := ta.Remove(ctx, "/g")
+			go func() { done <- <-ec }()
+			notice = "/g"
+		}
+		ev := numbered(t, bw, notice)
+		// A stat issued after the write is ordered after it: once its
+		// reply is in, the write was applied, and a reply sent
+		// without waiting would have been sent before it.
+		if _, err := zx.Stat(ctx, ta, "/"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s: replied (%v) before the other client acknowledged its notice", op, err)
+		default:
+		}
+		ev.Ack()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if _, _, breaks, waits, lagged := callbackCounts(t, srv); waits != i+1 || lagged != 0 || breaks < i+1 {
+			t.Fatalf("after %s: breaks %d waits %d lagged %d", op, breaks, waits, lagged)
+		}
+	}
+}
+
+// A watch that never acknowledges does not hang the writer: the put is
+// answered after the bound, the watch is sent an Overflow and lags (later
+// writes do not wait for it) until it acknowledges that Overflow.
+func TestCallbackLagging(t *testing.T) {
+	ctx := context.Background()
+	srv, addr := serve(t, memfs.New(), server.Config{})
+	a, b := dial(t, addr), dial(t, addr)
+	bw := ackedWatch(t, b)
+	ta := a.Tree("")
+	if _, err := zx.WriteFile(ctx, ta, "/f", zx.Dir{zx.AType: "-"}, []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	numbered(t, bw, "/f") // never acknowledged
+	ovf := numbered(t, bw, "")
+	if ovf.Kind != zx.Overflow {
+		t.Fatalf("got %v, want overflow", ovf.Kind)
+	}
+	if _, lagging, _, waits, lagged := callbackCounts(t, srv); lagging != 1 || lagged != 1 || waits != 1 {
+		t.Fatalf("lagging %d lagged %d waits %d, want 1 1 1", lagging, lagged, waits)
+	}
+	// Lagging: the next write does not wait.
+	if _, err := zx.WriteFile(ctx, ta, "/f", zx.Dir{zx.AType: "-"}, []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	numbered(t, bw, "/f") // sent, numbered, but not waited for
+	if _, _, _, waits, lagged := callbackCounts(t, srv); waits != 1 || lagged != 1 {
+		t.Fatalf("while lagging: waits %d lagged %d, want 1 1", waits, lagged)
+	}
+	// Acknowledging the Overflow ends it: writes wait again.
+	ovf.Ack()
+	eventually(t, "the watch to stop lagging", func() bool {
+		_, lagging, _, _, _ := callbackCounts(t, srv)
+		return lagging == 0
+	})
+	rc := ta.Put(ctx, "/f", zx.Dir{zx.AType: "-"}, 0, strings.NewReader("3"))
+	ev := numbered(t, bw, "/f")
+	ev.Ack()
+	if r := <-rc; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, _, _, waits, _ := callbackCounts(t, srv); waits != 2 {
+		t.Fatalf("after the overflow was acknowledged: waits %d, want 2", waits)
+	}
+}
+
+// A pipelined burst from A is applied in order and answered in full while
+// B acknowledges as it goes; A's own watch is never waited for.
+func TestCallbackPipelined(t *testing.T) {
+	ctx := context.Background()
+	srv, addr := serve(t, memfs.New(), server.Config{CallbackWait: 30 * time.Second})
+	a, b := dial(t, addr), dial(t, addr)
+	ackedWatch(t, a) // A's own: never acknowledged, never waited for
+	bw := ackedWatch(t, b)
+	go func() {
+		for ev := range bw {
+			if ev.Ack != nil {
+				ev.Ack()
+			}
+		}
+	}()
+	ta := a.Tree("")
+	const n = 200
+	var puts []<-chan zx.Reply
+	var rms []<-chan error
+	for i := range n {
+		p := fmt.Sprintf("/f%03d", i)
+		puts = append(puts, ta.Put(ctx, p, zx.Dir{zx.AType: "-"}, 0, strings.NewReader(p)))
+		if i%2 == 0 {
+			rms = append(rms, ta.Remove(ctx, p)) // after its put, pipelined
+		}
+	}
+	for i, rc := range puts {
+		if r := <-rc; r.Err != nil {
+			t.Fatalf("put %d: %v", i, r.Err)
+		}
+	}
+	for i, ec := range rms {
+		if err := <-ec; err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+	}
+	ds, err := zx.ReadDir(ctx, ta, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != n/2 {
+		t.Fatalf("%d files left, want %d", len(ds), n/2)
+	}
+	for _, d := range ds {
+		var i int
+		fmt.Sscanf(d.Name(), "f%d", &i)
+		if i%2 == 0 {
+			t.Fatalf("%s was removed after its put, but is there", d.Name())
+		}
+	}
+	if _, _, breaks, waits, lagged := callbackCounts(t, srv); breaks != n+n/2 || waits != n+n/2 || lagged != 0 {
+		t.Fatalf("breaks %d waits %d lagged %d, want %d %d 0", breaks, waits, lagged, n+n/2, n+n/2)
+	}
+}
+
+// A watch that does not ask for acknowledgements (Watch, or a peer that
+// does not offer the feature, even with its stream left open) gets the
+// notices it always got, none numbered, and nobody waits for it.
+func TestCallbackOldPeer(t *testing.T) {
+	ctx := context.Background()
+	srv, addr := serve(t, memfs.New(), server.Config{CallbackWait: 30 * time.Second})
+	a, b := dial(t, addr), dial(t, addr)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	plain := b.Tree("").Watch(wctx, "/")
+	if ev := <-plain; ev.Kind != zx.Ready {
+		t.Fatalf("watch: %+v", ev)
+	}
+
+	// A version 1 peer: no watchack feature in its hello.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mux.Client(nc, mux.Config{Compression: mux.CompressOff})
+	defer old.Close()
+	st, err := old.Open(ctx, proto.AppendRequest(nil, &proto.Request{Op: proto.OpWatch, Path: "/"}), mux.WithData|mux.Uncounted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEvent := func() *proto.Event {
+		t.Helper()
+		m, err := st.Recv(ctx)
+		if err != nil || m.Type != proto.FEvent {
+			t.Fatalf("old peer's watch: %v %v", m.Type, err)
+		}
+		ev, err := proto.ParseEvent(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	if ev := oldEvent(); ev.Kind != uint8(zx.Ready) {
+		t.Fatalf("old peer's first notice %d, want ready", ev.Kind)
+	}
+
+	if _, err := zx.WriteFile(ctx, a.Tree(""), "/f", zx.Dir{zx.AType: "-"}, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := oldEvent(); ev.Seq != 0 || ev.Dir.Path() != "/f" {
+		t.Fatalf("old peer got %+v, want the tree's notice of /f, unnumbered", ev)
+	}
+	if ev := <-plain; ev.Ack != nil || ev.Dir.Path() != "/f" {
+		t.Fatalf("plain watch got %+v, want the tree's notice of /f, without Ack", ev)
+	}
+	if watches, _, breaks, waits, _ := callbackCounts(t, srv); watches != 0 || breaks != 0 || waits != 0 {
+		t.Fatalf("watches %d breaks %d waits %d, want none", watches, breaks, waits)
+	}
+}
