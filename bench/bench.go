@@ -51,6 +51,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -156,6 +157,7 @@ func Main(args []string) int {
 		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
 		cFiles   = fs.Int("c-files", 40, "--fuse: generated .c files in the C project (plus main.c)")
 		shared   = fs.String("shared", "", "--fuse: a note for the report on who else used the machine during the run (e.g. \"shared with 6 other engineers' builds and tests\")")
+		cpuprof  = fs.String("cpuprofile", "", "write a CPU profile of this process (mounts, cache, server and proxies all run in it) to this file")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: zx bench [--fuse] [flags]
@@ -249,6 +251,19 @@ Flags:
 	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 {
 		fmt.Fprintln(os.Stderr, "zx bench: --cap, --size, --tar-bytes and --c-files must be positive")
 		return 2
+	}
+
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: --cpuprofile: %v\n", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "zx bench: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

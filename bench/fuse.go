@@ -139,27 +139,32 @@ type fuseFixtures struct {
 	sliceDirs  []string // top-level directories of the tree in the slice
 	slice      subtree  // the slice's counts (files, dirs, entries)
 	sliceBytes int64
-	tarFile    string // the archive of the slice, on local disk
-	tarEntries int64  // entries in the archive
-	tarBytes   int64  // its size
-	floor      float64
+	tarFile    string  // the archive of the slice, on local disk
+	tarEntries int64   // entries in the archive
+	tarBytes   int64   // its size
+	floor      float64 // tar -x on the server's disk
+	fuseFloor  float64 // tar -x into a pass-through FUSE mount of it
 	repoFiles  int64
 	cFiles     int
 }
 
 // FuseInfo describes the FUSE run's fixtures, for the report.
 type FuseInfo struct {
-	Slice         []string `json:"slice"` // top-level dirs of the tree in the tar archive and the git repository
-	SliceFiles    int64    `json:"slice_files"`
-	SliceEntries  int64    `json:"slice_entries"`
-	SliceBytes    int64    `json:"slice_bytes"`
-	TarBytes      int64    `json:"tar_bytes"`
-	TarEntries    int64    `json:"tar_entries"`
-	TarFloorSecs  float64  `json:"tar_floor_seconds"` // tar -x of the archive on the server's own disk (best of 2)
-	RepoFiles     int64    `json:"repo_files"`
-	CFiles        int      `json:"c_files"`
-	Writeback     string   `json:"writeback"` // how write-back mode was run, or why not
-	SharedMachine string   `json:"shared_machine,omitempty"`
+	Slice        []string `json:"slice"` // top-level dirs of the tree in the tar archive and the git repository
+	SliceFiles   int64    `json:"slice_files"`
+	SliceEntries int64    `json:"slice_entries"`
+	SliceBytes   int64    `json:"slice_bytes"`
+	TarBytes     int64    `json:"tar_bytes"`
+	TarEntries   int64    `json:"tar_entries"`
+	TarFloorSecs float64  `json:"tar_floor_seconds"` // tar -x of the archive on the server's own disk (best of 2)
+	// tar -x of the archive into a go-fuse pass-through (loopback) mount
+	// of a directory of the server's disk, with zx's FUSE mount options
+	// (best of 2): what FUSE alone costs on this machine.
+	TarFUSEFloorSecs float64 `json:"tar_fuse_floor_seconds,omitempty"`
+	RepoFiles        int64   `json:"repo_files"`
+	CFiles           int     `json:"c_files"`
+	Writeback        string  `json:"writeback"` // how write-back mode was run, or why not
+	SharedMachine    string  `json:"shared_machine,omitempty"`
 }
 
 // pickSlice picks top-level directories of the tree whose file data
@@ -273,8 +278,11 @@ func (r *runner) fuseSetup(ctx context.Context) (*fuseFixtures, error) {
 			}
 			os.RemoveAll(dst)
 		}
-		cfg.logf("archive: %s, %.1f MB, %d entries; tar -x on local disk %.3f s", strings.Join(fx.sliceDirs, " "),
-			float64(fx.tarBytes)/1e6, fx.tarEntries, fx.floor)
+		if fx.fuseFloor, err = r.fuseFloor(ctx, fx.tarFile, 2); err != nil {
+			return nil, err
+		}
+		cfg.logf("archive: %s, %.1f MB, %d entries; tar -x on local disk %.3f s, into a pass-through FUSE mount %.3f s", strings.Join(fx.sliceDirs, " "),
+			float64(fx.tarBytes)/1e6, fx.tarEntries, fx.floor, fx.fuseFloor)
 	}
 	if cfg.fuseWant(FGit) {
 		cfg.logf("making a git repository of %s", strings.Join(fx.sliceDirs, " "))
@@ -544,7 +552,7 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		}
 	}
 	info := &FuseInfo{Slice: fx.sliceDirs, SliceFiles: fx.slice.files, SliceEntries: fx.slice.entries,
-		SliceBytes: fx.sliceBytes, TarBytes: fx.tarBytes, TarEntries: fx.tarEntries, TarFloorSecs: fx.floor,
+		SliceBytes: fx.sliceBytes, TarBytes: fx.tarBytes, TarEntries: fx.tarEntries, TarFloorSecs: fx.floor, TarFUSEFloorSecs: fx.fuseFloor,
 		RepoFiles: fx.repoFiles, CFiles: fx.cFiles + 1, SharedMachine: cfg.Shared}
 	info.Writeback = writebackMode()
 	r.rep.Fuse = info

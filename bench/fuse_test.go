@@ -78,7 +78,7 @@ func TestFUSESuiteSmall(t *testing.T) {
 	if r := got[FGrepCold]; r != nil && r.RoundTrips == 0 {
 		t.Errorf("cold grep: 0 round trips")
 	}
-	if fi := rep.Fuse; fi == nil || fi.TarEntries == 0 || fi.RepoFiles == 0 || fi.CFiles != 4 {
+	if fi := rep.Fuse; fi == nil || fi.TarEntries == 0 || fi.RepoFiles == 0 || fi.CFiles != 4 || fi.TarFUSEFloorSecs <= 0 {
 		t.Errorf("fixtures: %+v", rep.Fuse)
 	}
 	for _, f := range []string{"fuse.md", "fuse.json", "fuse.png"} {
@@ -87,7 +87,7 @@ func TestFUSESuiteSmall(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "fuse.md"))
-	for _, s := range []string{"## Targets of issue 3", "warm git status < 10 round trips", "git status (warm)"} {
+	for _, s := range []string{"## Targets of issue 3", "warm git status < 10 round trips", "git status (warm)", "The FUSE floor", "FUSE floor"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("fuse.md lacks %q", s)
 		}

@@ -77,6 +77,10 @@ func (rep *Report) fuseMarkdown() string {
 	if fi.TarBytes > 0 {
 		p("- tar: an uncompressed archive of that part, %.1f MB, %d entries, on local disk, extracted with `tar -xf` into an empty directory of the mount. The floor: the same extraction on the server's own disk took %s (best of 2); the write-back target compares with floor + one RTT.\n",
 			float64(fi.TarBytes)/1e6, fi.TarEntries, fmtSecs(fi.TarFloorSecs))
+		if fi.TarFUSEFloorSecs > 0 {
+			p("- The FUSE floor: the same extraction into a pass-through FUSE mount of a directory of the server's disk (go-fuse's loopback file system, served by the benchmark's process with the FUSE mount options and the long entry and attribute timeouts zx's mount uses; no network, cache or journal) took %s (best of 2), %.0f µs per entry: what any FUSE file system pays on this machine before doing any work of its own.\n",
+				fmtSecs(fi.TarFUSEFloorSecs), fi.TarFUSEFloorSecs/float64(max(fi.TarEntries, 1))*1e6)
+		}
 	}
 	if fi.RepoFiles > 0 {
 		p("- git: a repository made on the server's disk from a copy of that part (%d files committed, with `core.checkStat=minimal` and `core.trustctime=false` so that the index made on the server's disk stays valid on mounts that number inodes their own way); `git status --porcelain` runs once untimed on the fresh mount, then is timed.\n", fi.RepoFiles)
@@ -243,6 +247,14 @@ func (rep *Report) fuseTargets() []Target {
 			}
 			met = met && !proj && tz <= 3*floor
 			d := fmt.Sprintf("%g ms: %s vs floor %s = %.1f×", rtt, fmtSecs(tz), fmtSecs(floor), tz/floor)
+			if fi.TarFUSEFloorSecs > 0 {
+				// What FUSE alone costs (pass-through mount + one
+				// RTT): the part of the gap no FUSE file system
+				// closes on this machine.
+				ff := fi.TarFUSEFloorSecs + rtt/1000
+				d = fmt.Sprintf("%g ms: zx %s / FUSE floor %s / local floor %s = %.1f× the local floor, %.1f× the FUSE floor",
+					rtt, fmtSecs(tz), fmtSecs(ff), fmtSecs(floor), tz/floor, tz/ff)
+			}
 			if proj {
 				d += " (projected)"
 			} else if z.FlushSeconds > 0 {

@@ -191,6 +191,33 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	} else {
 		neg = max(opts.Coherency, 0)
 	}
+	fo := &fs.Options{
+		MountOptions:    FUSEOptions(opts),
+		NegativeTimeout: &neg,
+		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
+		UID:             uint32(os.Getuid()),
+		GID:             uint32(os.Getgid()),
+	}
+	srv, err := fs.Mount(dir, m.root, fo)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	m.srv = srv
+	if iv, ok := t.(Invalidator); ok {
+		iv.SetOnInvalidate(m.invalidate)
+	}
+	go m.invalLoop()
+	return m, nil
+}
+
+// FUSEOptions returns the FUSE mount options Mount uses with opts: the
+// benchmark mounts a pass-through file system with them, to measure what
+// FUSE itself costs.
+func FUSEOptions(opts Options) fuse.MountOptions {
+	if opts.FsName == "" {
+		opts.FsName = "zx"
+	}
 	mo := fuse.MountOptions{
 		AllowOther:    opts.AllowOther,
 		FsName:        opts.FsName,
@@ -209,24 +236,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	fo := &fs.Options{
-		MountOptions:    mo,
-		NegativeTimeout: &neg,
-		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
-		UID:             uint32(os.Getuid()),
-		GID:             uint32(os.Getgid()),
-	}
-	srv, err := fs.Mount(dir, m.root, fo)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("mount: %w", err)
-	}
-	m.srv = srv
-	if iv, ok := t.(Invalidator); ok {
-		iv.SetOnInvalidate(m.invalidate)
-	}
-	go m.invalLoop()
-	return m, nil
+	return mo
 }
 
 // Sync waits until every change made through the mount before it is on
