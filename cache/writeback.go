@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 
@@ -79,7 +78,7 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, errs := j.load()
+	recs, maxSeq, errs := j.load()
 	for _, err := range errs {
 		log.Warn("cache: " + err.Error())
 	}
@@ -90,9 +89,9 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 		leftover: recs,
 	}
 	w.stats.Journal = dir
-	for _, r := range recs {
-		w.seq = max(w.seq, r.Seq)
-	}
+	// Past every number in the journal, acknowledgements included: a
+	// new record must not take the number of an acknowledged one.
+	w.seq = maxSeq
 	go j.committer(ctx, log)
 	return w, nil
 }
@@ -181,8 +180,7 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	// issue order is their seq order only per handle, which is what
 	// the request order needs (a file's writes come from its handles'
 	// flushes, which are serialized per handle).
-	f, err := w.j.write(r, data)
-	if err != nil {
+	if err := w.j.write(r, data); err != nil {
 		return err
 	}
 	// Records that failed for want of the server go first: this one
@@ -192,27 +190,14 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	w.mu.Lock()
 	w.add(wr)
 	w.mu.Unlock()
-	w.issueFile(wr, f, nil)
+	w.issue(wr)
 	return nil
 }
 
-// issue sends wr's ops and, in the background, waits for their replies.
+// issue sends wr's ops, reading their data from the journal, and, in the
+// background, waits for their replies.
 func (w *WriteBack) issue(wr *wbRec) {
-	f, err := os.Open(wr.r.file)
-	w.issueFile(wr, f, err)
-}
-
-// issueFile is issue with the record's file f open (or err), which it
-// closes.
-func (w *WriteBack) issueFile(wr *wbRec, f *os.File, err error) {
 	r := wr.r
-	if err != nil {
-		w.mu.Lock()
-		wr.settled = make(chan struct{})
-		w.mu.Unlock()
-		w.finish(wr, err)
-		return
-	}
 	w.mu.Lock()
 	if wr.stuck {
 		w.nstuck--
@@ -231,9 +216,9 @@ func (w *WriteBack) issueFile(wr *wbRec, f *os.File, err error) {
 		case op.Whole:
 			d := zx.Dir{zx.AType: zx.TypeFile}
 			d.SetInt(zx.ASize, op.Len)
-			rcs = append(rcs, w.t.Put(w.ctx, r.Path, d, 0, r.section(f, off, op.Len)))
+			rcs = append(rcs, w.t.Put(w.ctx, r.Path, d, 0, r.section(off, op.Len)))
 		default:
-			rcs = append(rcs, w.t.Put(w.ctx, r.Path, zx.Dir{}, op.Off, r.section(f, off, op.Len)))
+			rcs = append(rcs, w.t.Put(w.ctx, r.Path, zx.Dir{}, op.Off, r.section(off, op.Len)))
 		}
 		off += op.Len
 	}
@@ -244,7 +229,6 @@ func (w *WriteBack) issueFile(wr *wbRec, f *os.File, err error) {
 				first = rep.Err
 			}
 		}
-		f.Close()
 		w.finish(wr, first)
 	}()
 }
@@ -293,7 +277,12 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 	case err != nil && !transient(err):
 		to = w.j.reject(wr.r)
 	case err == nil:
-		w.j.done(wr.r)
+		if jerr := w.j.done(wr.r); jerr != nil {
+			// On the server, but replayed by the next session if
+			// this one dies: harmless unless the file changes
+			// meanwhile.
+			w.log.Error("cache: "+jerr.Error(), "journal", w.j.dir)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -465,5 +454,6 @@ func (w *WriteBack) Close() error {
 		// Cache.Close does not report it: say it here.
 		w.log.Error("cache: "+err.Error(), "journal", w.j.dir)
 	}
+	w.j.close()
 	return err
 }

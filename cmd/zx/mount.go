@@ -330,7 +330,7 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 		// A write-back mount of this location left data in the default
 		// journal (a crash): replay it, even without --writeback now.
 		if dir, err := cacheDirFor("", loc); err == nil {
-			recs, _ := filepath.Glob(filepath.Join(dir, "journal", "*.rec"))
+			recs, _ := cache.JournalPending(filepath.Join(dir, "journal"))
 			useDir = len(recs) > 0
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/wan"
 )
 
@@ -163,11 +164,11 @@ func mountCrash(t *testing.T, withDir bool) {
 	mnt, cdir := t.TempDir(), t.TempDir()
 	loc := "zx://" + p.Addr() + "/"
 	first, second := []string{"--writeback", "--cache-dir", cdir, loc, mnt}, []string{"--cache-dir", cdir, loc, mnt}
-	journals := filepath.Join(cdir, "*", "journal", "*.rec")
+	journals := filepath.Join(cdir, "*", "journal")
 	if !withDir {
 		t.Setenv("XDG_CACHE_HOME", cdir)
 		first, second = []string{"--writeback", loc, mnt}, []string{loc, mnt}
-		journals = filepath.Join(cdir, "zx", "*", "journal", "*.rec")
+		journals = filepath.Join(cdir, "zx", "*", "journal")
 	}
 	zxMount(t, first...)
 	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("old"), 0o644))
@@ -183,8 +184,7 @@ func mountCrash(t *testing.T, withDir bool) {
 	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "old" {
 		t.Fatalf("the server has %q; the stall should have kept the data from it", b)
 	}
-	recs, _ := filepath.Glob(journals)
-	if len(recs) != 1 {
+	if recs := journalPending(t, journals); len(recs) != 1 {
 		t.Fatalf("journal after the crash: %v, want one record", recs)
 	}
 	// The dead mount's unmount works (nothing to wait for).
@@ -198,9 +198,28 @@ func mountCrash(t *testing.T, withDir bool) {
 	if b, _ := os.ReadFile(filepath.Join(mnt, "f")); string(b) != "written, then the client crashed" {
 		t.Fatalf("the mount shows %q", b)
 	}
-	if recs, _ := filepath.Glob(journals); len(recs) != 0 {
+	if recs := journalPending(t, journals); len(recs) != 0 {
 		t.Fatalf("journal after replay: %v", recs)
 	}
+}
+
+// journalPending returns the records pending in the write-back journals
+// matching the pattern glob.
+func journalPending(t *testing.T, glob string) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob(glob)
+	if len(dirs) == 0 {
+		t.Fatalf("no journal %s", glob)
+	}
+	var recs []string
+	for _, d := range dirs {
+		ps, err := cache.JournalPending(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, ps...)
+	}
+	return recs
 }
 
 // TestUmountPending: zx umount refuses, saying so, while written-back
@@ -230,7 +249,7 @@ func TestUmountPending(t *testing.T) {
 	if mounted(mnt) {
 		t.Fatal("still mounted after zx umount --force")
 	}
-	if recs, _ := filepath.Glob(filepath.Join(cdir, "*", "journal", "*.rec")); len(recs) != 1 {
+	if recs := journalPending(t, filepath.Join(cdir, "*", "journal")); len(recs) != 1 {
 		t.Fatalf("journal after a forced unmount: %v, want the pending record", recs)
 	}
 }
