@@ -311,4 +311,7 @@ func TestLoad(t *testing.T) {
 	if total < loadClients {
 		t.Errorf("only %d operations", total)
 	}
+	if files < loadClients {
+		t.Errorf("only %d files verified by checksum, fewer than one per client", files)
+	}
 }
