@@ -440,7 +440,7 @@ func TestExec(t *testing.T) {
 	e := mnt(t, setup{})
 	src, err := exec.LookPath("true")
 	if err != nil {
-		t.Skip("no true(1)")
+		t.Skip("!!! SKIPPING TestExec: no true(1) on PATH to copy onto the mount (coreutils; CI has it) !!!")
 	}
 	b, err := os.ReadFile(src)
 	must(t, err)
