@@ -43,7 +43,9 @@ func TestSiblingsRoundTrips(t *testing.T) {
 	}
 	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond})
 	count := func(f func()) int64 {
-		time.Sleep(50 * time.Millisecond) // let earlier streams end
+		// Earlier steps' sibling streams end first: each step's count is
+		// its own.
+		waitFor(t, "earlier sibling streams to end", func() bool { return e.c.Stats().SiblingLive == 0 })
 		before := e.conn.Stats().RoundTrips
 		f()
 		return e.conn.Stats().RoundTrips - before
