@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -428,11 +430,17 @@ func TestShutdownDrains(t *testing.T) {
 	pr, pw := io.Pipe()
 	rc := c.Tree("").Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile}, 0, pr)
 	pw.Write([]byte("hello, "))
-	// Wait for the request to reach the server.
-	for c.Stats().BytesOut < 30 {
+	// Wait until the server has taken the request (its request counts,
+	// as its /Ctl shows them): the shutdown then finds it in flight.
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(srv.Status(ctx).Lines, func(l string) bool {
+		return strings.HasPrefix(l, "requests ") && strings.Contains(l, " put 1 ")
+	}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not take the put within 10s: %v", srv.Status(ctx).Lines)
+		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var serr error
