@@ -156,8 +156,12 @@ func tuneTCP(nc net.Conn) {
 
 // NewConn runs the client protocol over an established connection.
 func NewConn(nc net.Conn, opts Options) *Conn {
-	if !slices.Contains(opts.Mux.Features, proto.FeatureWatchAck) {
-		opts.Mux.Features = append(slices.Clip(opts.Mux.Features), proto.FeatureWatchAck)
+	// The client takes acknowledged watches, and entries in batches
+	// (DIRS frames) from servers that send them.
+	for _, f := range []string{proto.FeatureWatchAck, proto.FeatureDirs} {
+		if !slices.Contains(opts.Mux.Features, f) {
+			opts.Mux.Features = append(slices.Clip(opts.Mux.Features), f)
+		}
 	}
 	return &Conn{
 		opts:     opts,
@@ -484,6 +488,23 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 		defer t.c.finish(p)
 		op := proto.OpName(req.Op)
 		var skip skipper
+		// deliver hands it to the caller, unless a resumed stream
+		// already delivered it; false if the caller went away.
+		deliver := func(it zx.Item) bool {
+			if skip.skip(&it) {
+				return true
+			}
+			if p != nil && req.Op != proto.OpGet {
+				skip.delivered(it)
+			}
+			select {
+			case ic <- it:
+				return true
+			case <-ctx.Done():
+				st.Cancel(ctx.Err())
+				return false
+			}
+		}
 		for {
 			m, err := st.Recv(ctx)
 			if err == io.EOF {
@@ -524,6 +545,27 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 						// (a decompressed frame has 64 KiB).
 						it.Dir, it.Err = proto.ParseDir(m.Data)
 					}
+				case proto.FDirs:
+					var ds []zx.Dir
+					var perr error
+					if cap(m.Data) <= 2*len(m.Data) {
+						ds, perr = proto.ParseDirsOwned(m.Data)
+					} else {
+						ds, perr = proto.ParseDirs(m.Data)
+					}
+					if perr != nil {
+						// Entries were lost, and what a resumed stream
+						// would skip is unknown: the request fails.
+						st.Cancel(perr)
+						deliver(zx.Item{Err: zx.Errorf(op, req.Path, perr)})
+						return
+					}
+					for _, d := range ds {
+						if !deliver(zx.Item{Dir: d}) {
+							return
+						}
+					}
+					continue
 				case proto.FErr:
 					e, perr := proto.ParseError(m.Data)
 					if perr != nil {
@@ -544,19 +586,7 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 					it.Err = zx.E(zx.ErrProtocol, op, req.Path, fmt.Sprintf("unexpected message type %d", m.Type))
 				}
 			}
-			if skip.skip(&it) {
-				continue
-			}
-			if p != nil && req.Op != proto.OpGet {
-				skip.delivered(it)
-			}
-			select {
-			case ic <- it:
-			case <-ctx.Done():
-				st.Cancel(ctx.Err())
-				return
-			}
-			if err != nil {
+			if !deliver(it) || err != nil {
 				return
 			}
 		}

@@ -54,6 +54,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ func (c Config) withDefaults() Config {
 
 // Msg is one stream message.
 type Msg struct {
-	Type uint8  // proto.FDir, FData, FErr or FEvent
+	Type uint8  // proto.FDir, FData, FErr, FEvent or FDirs
 	Data []byte // payload, owned by the receiver
 	End  bool   // the last message of the stream
 }
@@ -169,6 +170,7 @@ type Conn struct {
 	nc     net.Conn
 	server bool
 	log    *slog.Logger
+	dirsOK bool // this side offers proto.FeatureDirs: it accepts DIRS frames
 
 	mu         sync.Mutex // guards everything below, and each Stream's send side
 	streams    map[uint32]*Stream
@@ -254,6 +256,7 @@ func newConn(nc net.Conn, cfg Config, server bool) *Conn {
 		outBuf:      NewBudget(int64(cfg.MaxBuffer)),
 	}
 	c.z.mode = cfg.Compression
+	c.dirsOK = slices.Contains(cfg.Features, proto.FeatureDirs)
 	c.lastRecv.Store(time.Now().UnixNano())
 	c.busy()
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -734,6 +737,11 @@ func (c *Conn) handle(h proto.Header, p []byte) error {
 		}
 		c.handleReq(h, p)
 	case proto.FDir, proto.FData, proto.FErr, proto.FEvent:
+		return c.handleMsg(h, p)
+	case proto.FDirs:
+		if !c.dirsOK {
+			return zx.E(zx.ErrProtocol, "", "", "DIRS frame, but this side did not offer the dirs feature")
+		}
 		return c.handleMsg(h, p)
 	case proto.FWindow:
 		inc, err := proto.ParseWindow(p)

@@ -26,7 +26,7 @@ type Stream struct {
 	rbytes    int   // bytes queued in rq
 	acct      int   // bytes of rq accounted to the connection's buffers
 	dataIn    int64 // FData bytes received
-	dirsIn    int64 // FDir messages received
+	dirsIn    int64 // entries received: FDir messages and those in FDirs
 	recvEnded bool
 	rerr      error
 	rwake     chan struct{} // signalled (capacity 1) on a change
@@ -123,6 +123,8 @@ func (s *Stream) deliver(m Msg) error {
 		s.dataIn += int64(len(m.Data))
 	case proto.FDir:
 		s.dirsIn++
+	case proto.FDirs:
+		s.dirsIn += proto.DirsCount(m.Data)
 	}
 	if m.End {
 		s.recvEnded = true
@@ -238,7 +240,8 @@ func (c *Conn) control(frame []byte) {
 	c.kick()
 }
 
-// Send sends one message of type typ (proto.FDir, FData, FErr, FEvent),
+// Send sends one message of type typ (proto.FDir, FData, FErr, FEvent,
+// FDirs: only to a peer that offered proto.FeatureDirs),
 // marked End if end is set. Messages longer than a frame are cut into
 // frames; only FData may be. Send blocks while the peer gives no credit,
 // until ctx is done. It takes ownership of p. It fails with ErrPeerEnded
@@ -543,7 +546,8 @@ func (s *Stream) Fail(err error) {
 }
 
 // Received returns what the stream has received so far: the bytes of its
-// data messages and the number of its entries (DIR messages).
+// data messages and the number of its entries (DIR messages, and the
+// entries DIRS messages say they hold).
 func (s *Stream) Received() (data, dirs int64) {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()

@@ -23,6 +23,7 @@ const (
 	FCancel = 8  // abort a stream
 	FPing   = 9  // keepalive and RTT probe; answered with FlagAck set
 	FGoaway = 10 // the sender closes the connection: payload is an error
+	FDirs   = 11 // stream message: several directory entries (feature "dirs")
 )
 
 // Frame flags.
@@ -52,7 +53,9 @@ type Header struct {
 
 // IsMessage reports whether frames of type t are stream messages, the
 // frames that flow control counts.
-func IsMessage(t uint8) bool { return t == FDir || t == FData || t == FErr || t == FEvent }
+func IsMessage(t uint8) bool {
+	return t == FDir || t == FData || t == FErr || t == FEvent || t == FDirs
+}
 
 // PutHeader encodes h into b, which has room for HeaderSize bytes.
 func PutHeader(b []byte, h Header) {
@@ -74,7 +77,7 @@ func ParseHeader(b []byte) (Header, error) {
 		Stream: binary.LittleEndian.Uint32(b[4:]),
 		Len:    binary.LittleEndian.Uint32(b[8:]),
 	}
-	if h.Type < FHello || h.Type > FGoaway {
+	if h.Type < FHello || h.Type > FDirs {
 		return h, zx.E(zx.ErrProtocol, "frame", "", fmt.Sprintf("unknown frame type %d", h.Type))
 	}
 	if b[2] != 0 || b[3] != 0 || h.Flags&^(FlagEnd|FlagAck|FlagZstd) != 0 {

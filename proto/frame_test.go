@@ -11,10 +11,10 @@ import (
 	"github.com/zxfs/zx"
 )
 
-var frameTypes = []uint8{FHello, FReq, FDir, FData, FErr, FEvent, FWindow, FCancel, FPing, FGoaway}
+var frameTypes = []uint8{FHello, FReq, FDir, FData, FErr, FEvent, FWindow, FCancel, FPing, FGoaway, FDirs}
 
 func TestIsMessage(t *testing.T) {
-	want := map[uint8]bool{FDir: true, FData: true, FErr: true, FEvent: true}
+	want := map[uint8]bool{FDir: true, FData: true, FErr: true, FEvent: true, FDirs: true}
 	for ty := range 256 {
 		if got := IsMessage(uint8(ty)); got != want[uint8(ty)] {
 			t.Errorf("IsMessage(%d) = %v, want %v", ty, got, want[uint8(ty)])
@@ -69,7 +69,7 @@ func TestParseHeaderErrors(t *testing.T) {
 		kind zx.Kind
 	}{
 		{"type 0", header(0, 0, 0, 0, 1, 0), zx.ErrProtocol},
-		{"type 11", header(FGoaway+1, 0, 0, 0, 1, 0), zx.ErrProtocol},
+		{"type 12", header(FDirs+1, 0, 0, 0, 1, 0), zx.ErrProtocol},
 		{"type 255", header(255, 0, 0, 0, 1, 0), zx.ErrProtocol},
 		{"flag bit 3", header(FData, 1<<3, 0, 0, 1, 0), zx.ErrProtocol},
 		{"zstd on DIR", header(FDir, FlagZstd, 0, 0, 1, 0), zx.ErrProtocol},
@@ -257,7 +257,7 @@ func TestReadFrameLimits(t *testing.T) {
 
 	for _, b := range [][]byte{
 		header(0, 0, 0, 0, 1, 0),
-		header(FGoaway+1, 0, 0, 0, 1, 0),
+		header(FDirs+1, 0, 0, 0, 1, 0),
 		header(FData, 8, 0, 0, 1, 0),
 		header(FReq, FlagZstd, 0, 0, 1, 0),
 		header(FData, 0, 1, 0, 1, 0),

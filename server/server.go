@@ -575,13 +575,64 @@ func (c *conn) status(st *mux.Stream, ec <-chan error, brk func(zx.Dir), always 
 	st.Send(ctx, proto.FData, nil, true)
 }
 
+// maxBatch is the most bytes of entries the server puts in one DIRS
+// message: enough to make the cost of a frame small beside the entries'
+// (a hundred or so entries of a local tree), small enough that the client
+// starts decoding soon.
+const maxBatch = 16 << 10
+
+// items sends a stream of items: entries, data and in-band errors. To a
+// client that takes batches (proto.FeatureDirs), consecutive entries go in
+// DIRS messages, but no entry waits for others: a batch is sent as soon as
+// it is full or the tree has nothing more ready, so the first entries of a
+// find leave at once and a slow walk delays nothing that is ready.
 func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
 	defer c.reqs.Done()
 	ctx := st.Context()
 	var failed, ended bool
-	for it := range ic {
+	batching := peerTakesDirs(st)
+	batch := proto.DirBatch{Max: maxBatch}
+	flush := func() {
+		if batch.Len() == 0 || failed {
+			return
+		}
+		if err := st.Send(ctx, proto.FDirs, batch.Payload(), false); err != nil {
+			failed = true
+			st.Cancel(err)
+		}
+	}
+	for {
+		var it zx.Item
+		var ok bool
+		if batch.Len() > 0 {
+			select {
+			case it, ok = <-ic:
+			default:
+				flush() // nothing more ready
+				it, ok = <-ic
+			}
+		} else {
+			it, ok = <-ic
+		}
+		if !ok {
+			break
+		}
 		if failed || ended {
 			continue // drain, so the tree's goroutine ends
+		}
+		if batching && it.Err == nil && it.Dir != nil {
+			if batch.Add(it.Dir) {
+				continue
+			}
+			flush()
+			if !failed && batch.Add(it.Dir) {
+				continue
+			}
+			// Too large for a batch: on its own, below.
+		}
+		flush()
+		if failed {
+			continue
 		}
 		var err error
 		switch {
@@ -608,9 +659,17 @@ func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
 			st.Cancel(err)
 		}
 	}
+	flush()
 	if !failed && !ended {
 		st.Send(ctx, proto.FData, nil, true)
 	}
+}
+
+// peerTakesDirs reports whether the client of st offered to take DIRS
+// messages. Its hello came before any request.
+func peerTakesDirs(st *mux.Stream) bool {
+	h, err := st.Conn().PeerHello(st.Context())
+	return err == nil && slices.Contains(h.Features, proto.FeatureDirs)
 }
 
 func (c *conn) events(st *mux.Stream, ec <-chan zx.Event) {
