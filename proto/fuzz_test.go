@@ -64,6 +64,8 @@ func FuzzReadFrame(f *testing.F) {
 				ParseRequest(p)
 			case FDir:
 				ParseDir(p)
+			case FDirs:
+				ParseDirs(p)
 			case FErr, FGoaway:
 				ParseError(p)
 			case FEvent:
@@ -154,6 +156,62 @@ func FuzzParseDir(f *testing.F) {
 	})
 }
 
+func FuzzParseDirs(f *testing.F) {
+	for _, b := range validEncodings()["Dirs"] {
+		f.Add(b)
+	}
+	f.Add([]byte{0})
+	f.Add([]byte{2, 1, 1, 'a', 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ds, err := ParseDirs(data)
+		// The same, sharing a copy of the input.
+		ods, oerr := ParseDirsOwned(bytes.Clone(data))
+		if (err == nil) != (oerr == nil) || !reflect.DeepEqual(ds, ods) {
+			t.Fatalf("ParseDirs: %v %v; ParseDirsOwned: %v %v", ds, err, ods, oerr)
+		}
+		if err != nil {
+			if ds != nil {
+				t.Fatalf("entries and error %v", err)
+			}
+			if zx.KindOf(err) != zx.ErrProtocol {
+				t.Fatalf("error of kind %v: %v", zx.KindOf(err), err)
+			}
+			return
+		}
+		if len(ds) == 0 || DirsCount(data) != int64(len(ds)) {
+			t.Fatalf("%d entries, count says %d", len(ds), DirsCount(data))
+		}
+		// Each entry is what ParseDir makes of its bytes, so a batch
+		// is exactly its entries: re-encoding them one by one, or as a
+		// batch, parses back to the same.
+		var b DirBatch
+		for _, d := range ds {
+			if _, ok := d[""]; ok {
+				t.Fatalf("empty attribute name accepted")
+			}
+			if !b.Add(d) {
+				t.Fatalf("a decoded batch does not fit in a batch again")
+			}
+		}
+		enc := b.Payload()
+		if len(enc) > len(data) {
+			t.Fatalf("re-encoding (%d bytes) longer than the input (%d)", len(enc), len(data))
+		}
+		ds2, err := ParseDirs(enc)
+		if err != nil {
+			t.Fatalf("re-encoded batch does not parse: %v", err)
+		}
+		if len(ds2) != len(ds) {
+			t.Fatalf("round trip: %d entries, want %d", len(ds2), len(ds))
+		}
+		for i := range ds {
+			if !reflect.DeepEqual(normDir(ds[i]), normDir(ds2[i])) {
+				t.Fatalf("round trip of entry %d:\n got %v\nwant %v", i, ds2[i], ds[i])
+			}
+		}
+	})
+}
+
 func FuzzParseError(f *testing.F) {
 	for _, b := range validEncodings()["Error"][:6] {
 		f.Add(b)
@@ -237,6 +295,7 @@ func TestSeedCorpora(t *testing.T) {
 	targets := map[string]func([]byte) error{
 		"FuzzParseRequest": parserFor("Request"),
 		"FuzzParseDir":     parserFor("Dir"),
+		"FuzzParseDirs":    parserFor("Dirs"),
 		"FuzzParseError":   parserFor("Error"),
 		"FuzzParseHello":   parserFor("Hello"),
 		"FuzzParseEvent":   parserFor("Event"),

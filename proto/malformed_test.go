@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/zxfs/zx"
@@ -24,6 +25,7 @@ var parsers = []parser{
 	{"Event", func(b []byte) error { _, err := ParseEvent(b); return err }},
 	{"Window", func(b []byte) error { _, err := ParseWindow(b); return err }},
 	{"Ack", func(b []byte) error { _, err := ParseAck(b); return err }},
+	{"Dirs", func(b []byte) error { _, err := ParseDirs(b); return err }},
 }
 
 func parserFor(name string) func([]byte) error {
@@ -55,6 +57,8 @@ func validEncodings() map[string][][]byte {
 	}
 	m["Window"] = [][]byte{AppendWindow(nil, 1), AppendWindow(nil, math.MaxUint32)}
 	m["Ack"] = [][]byte{AppendAck(nil, 1), AppendAck(nil, math.MaxUint64)}
+	m["Dirs"] = [][]byte{AppendDirs(nil, []zx.Dir{nil}), AppendDirs(nil, []zx.Dir{{"a": ""}, nil, bigDir}),
+		AppendDirs(nil, []zx.Dir{{"path": "/ü", "type": "d", "x": "yy"}, {"path": "/b"}})}
 	return m
 }
 
@@ -166,6 +170,17 @@ func TestMalformed(t *testing.T) {
 		{"ack 0", "Ack", uv(0)},
 		{"ack trailing", "Ack", cat(uv(3), uv(0))},
 		{"ack overflows", "Ack", overflow},
+
+		{"dirs empty", "Dirs", nil},
+		{"dirs count zero", "Dirs", uv(0)},
+		{"dirs count zero with entry", "Dirs", cat(uv(0), AppendDir(nil, zx.Dir{"a": "b"}))},
+		{"dirs count too large", "Dirs", cat(uv(3), AppendDir(nil, zx.Dir{"a": "b"}), AppendDir(nil, zx.Dir{"c": "d"}))},
+		{"dirs count too small", "Dirs", cat(uv(1), AppendDir(nil, zx.Dir{"a": "b"}), AppendDir(nil, zx.Dir{"c": "d"}))},
+		{"dirs count max", "Dirs", cat(uv(math.MaxUint64), AppendDir(nil, zx.Dir{"a": "b"}))},
+		{"dirs count overflows", "Dirs", overflow},
+		{"dirs truncated entry", "Dirs", cat(uv(2), AppendDir(nil, zx.Dir{"a": "b"}), uv(1), s("a"))},
+		{"dirs bad entry", "Dirs", cat(uv(2), AppendDir(nil, zx.Dir{"a": "b"}), uv(2), s("a"), s("x"), s("a"), s("y"))},
+		{"dirs oversize", "Dirs", cat(uv(1), AppendDir(nil, zx.Dir{"a": strings.Repeat("x", MaxPayload)}))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,6 +212,9 @@ func TestParseFailureReturnsNil(t *testing.T) {
 	}
 	if ev, err := ParseEvent(bad); ev != nil || err == nil {
 		t.Errorf("ParseEvent: %v, %v", ev, err)
+	}
+	if ds, err := ParseDirs(cat(uv(2), AppendDir(nil, zx.Dir{"a": "b"}), bad)); ds != nil || err == nil {
+		t.Errorf("ParseDirs: %v, %v", ds, err)
 	}
 }
 

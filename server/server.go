@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -608,8 +609,19 @@ func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
 			select {
 			case it, ok = <-ic:
 			default:
-				flush() // nothing more ready
-				it, ok = <-ic
+				// Let the tree's goroutine, which our last receive
+				// may just have woken, run before deciding that
+				// nothing is ready: trees that hand entries over an
+				// unbuffered channel would otherwise make batches of
+				// one or two. This waits for no entry, only for the
+				// scheduler.
+				runtime.Gosched()
+				select {
+				case it, ok = <-ic:
+				default:
+					flush() // nothing more ready
+					it, ok = <-ic
+				}
 			}
 		} else {
 			it, ok = <-ic
