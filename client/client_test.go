@@ -566,3 +566,35 @@ func TestManyClients(t *testing.T) {
 		t.Fatalf("%d files on disk, want %d", len(ents), nclients*nfiles)
 	}
 }
+
+// TestOversizedRequest: a request whose message does not fit in a frame
+// (a Wstat or a Put with attributes beyond the frame limit) fails with a
+// clear error of kind ErrTooBig before anything is sent, nothing changes
+// on the server, and the connection goes on serving.
+func TestOversizedRequest(t *testing.T) {
+	fs := memfs.New()
+	ctx := context.Background()
+	if _, err := zx.WriteFile(ctx, fs, "/f", nil, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, serve(t, fs))
+	tr := c.Tree("")
+	huge := zx.Dir{"user.big": strings.Repeat("x", proto.MaxPayload)}
+	if _, err := zx.Wstat(ctx, tr, "/f", huge); !errors.Is(err, zx.ErrTooBig) || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("wstat with a %d-byte attribute: %v, want an error of kind ErrTooBig", proto.MaxPayload, err)
+	}
+	d := huge.Clone()
+	d[zx.AType] = zx.TypeFile
+	if r := <-tr.Put(ctx, "/g", d, 0, strings.NewReader("data")); !errors.Is(r.Err, zx.ErrTooBig) {
+		t.Errorf("put with a %d-byte attribute: %v, want an error of kind ErrTooBig", proto.MaxPayload, r.Err)
+	}
+	if _, err := zx.Stat(ctx, fs, "/g"); !errors.Is(err, zx.ErrNotExist) {
+		t.Errorf("the refused put made /g: %v", err)
+	}
+	if d, err := zx.Stat(ctx, fs, "/f"); err != nil || d["user.big"] != "" {
+		t.Errorf("after the refused wstat /f is %v, %v", d, err)
+	}
+	if b, err := zx.ReadFile(ctx, tr, "/f"); err != nil || string(b) != "kept" {
+		t.Fatalf("the connection after the oversized requests: %q, %v", b, err)
+	}
+}
