@@ -598,3 +598,35 @@ func TestOversizedRequest(t *testing.T) {
 		t.Fatalf("the connection after the oversized requests: %q, %v", b, err)
 	}
 }
+
+// TestOversizedReply: an entry whose attributes do not fit in a frame
+// (set on the tree directly; no client could send them) is answered with
+// a clear error of kind ErrTooBig by every request that returns it, not
+// left unanswered, and the connection goes on serving.
+func TestOversizedReply(t *testing.T) {
+	fs := memfs.New()
+	ctx := context.Background()
+	if _, err := zx.WriteFile(ctx, fs, "/f", nil, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.Wstat(ctx, fs, "/f", zx.Dir{"user.big": strings.Repeat("x", proto.MaxPayload)}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, serve(t, fs))
+	tr := c.Tree("")
+	// The deadline only turns a request left unanswered into a failure.
+	hang, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := zx.Stat(hang, tr, "/f"); !errors.Is(err, zx.ErrTooBig) {
+		t.Errorf("stat of an entry too large for a frame: %v, want an error of kind ErrTooBig", err)
+	}
+	if _, err := zx.Wstat(hang, tr, "/f", zx.Dir{zx.AMode: "0600"}); !errors.Is(err, zx.ErrTooBig) {
+		t.Errorf("wstat replying with an entry too large for a frame: %v, want an error of kind ErrTooBig", err)
+	}
+	if _, err := zx.ReadDir(hang, tr, "/"); !errors.Is(err, zx.ErrTooBig) {
+		t.Errorf("readdir with an entry too large for a frame: %v, want an error of kind ErrTooBig", err)
+	}
+	if b, err := zx.ReadFile(hang, tr, "/f"); err != nil || string(b) != "kept" {
+		t.Fatalf("read of the file after: %q, %v", b, err)
+	}
+}

@@ -557,7 +557,13 @@ func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply, brk func(zx.Dir)) {
 		st.Send(ctx, proto.FErr, proto.AppendError(nil, r.Err), true)
 		return
 	}
-	st.Send(ctx, proto.FDir, proto.AppendDir(nil, r.Dir), true)
+	b := proto.AppendDir(nil, r.Dir)
+	if len(b) > proto.MaxPayload {
+		// Send would refuse it and the client wait for ever: say why.
+		st.Send(ctx, proto.FErr, proto.AppendError(nil, zx.E(zx.ErrTooBig, "", r.Dir.Path(), "entry too large to send")), true)
+		return
+	}
+	st.Send(ctx, proto.FDir, b, true)
 }
 
 // status sends a status reply; brk, if set, first reports the write to
