@@ -156,6 +156,7 @@ type Cache struct {
 
 	cbmu    sync.Mutex
 	onInval func(string, Inval)
+	barrier func(done func()) // see SetInvalidateBarrier
 
 	ctlFlags *ctl.Flags // see ctl.go
 
@@ -313,6 +314,20 @@ func (c *Cache) WriteBack() *WriteBack { return c.wb }
 func (c *Cache) SetOnInvalidate(f func(path string, what Inval)) {
 	c.cbmu.Lock()
 	c.onInval = f
+	c.cbmu.Unlock()
+}
+
+// SetInvalidateBarrier sets how the cache learns that the layer above
+// has applied the invalidations it reported (nil: at once, when
+// OnInvalidate returns). The cache acknowledges a notice of another
+// client's change (zx.Event.Ack: that client's reply waits for it) only
+// then: after reporting the notice's invalidations it calls f, which must
+// call done, from any goroutine, once the layer above has applied every
+// invalidation reported before. The FUSE mount sets it: its kernel
+// invalidations run on a queue of their own.
+func (c *Cache) SetInvalidateBarrier(f func(done func())) {
+	c.cbmu.Lock()
+	c.barrier = f
 	c.cbmu.Unlock()
 }
 
@@ -1140,6 +1155,7 @@ func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 	}
 	c.pendDel(paths...)
 	var cbs []inval
+	var acks []func()
 	for _, p := range paths {
 		if c.pend[p] > 0 {
 			continue
@@ -1148,10 +1164,14 @@ func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 		delete(c.deferred, p)
 		for _, ev := range evs {
 			cbs = append(cbs, c.apply(ev)...)
+			if ev.Ack != nil {
+				acks = append(acks, ev.Ack)
+			}
 		}
 	}
 	c.mu.Unlock()
 	c.callback(cbs)
+	c.acknowledge(acks, len(cbs) > 0)
 }
 
 func overlapsAny(a, b []string) bool {

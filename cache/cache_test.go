@@ -209,6 +209,61 @@ func TestCoherence(t *testing.T) {
 	}
 }
 
+// A change made by another client is seen at once once its call returned,
+// with no polling, by a cache further from the server than the writer:
+// the server held the writer's reply until this cache had applied the
+// notice and the layer above had applied its invalidations (the barrier,
+// which the mount sets).
+func TestCoherenceAcked(t *testing.T) {
+	ctx := t.Context()
+	addr := serve(t, memfs.New())
+	conn1 := dial(t, addr)
+	c1 := newCache(t, conn1.Tree(""), cache.Options{})
+	c2 := newCache(t, dial(t, lag(t, addr, 50*time.Millisecond)).Tree(""), cache.Options{})
+	if _, err := zx.WriteFile(ctx, c1, "/f", nil, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := zx.ReadFile(ctx, c2, "/f"); string(b) != "one" {
+		t.Fatalf("after the create: %q %v", b, err)
+	}
+	dones := make(chan func(), 1)
+	c2.SetInvalidateBarrier(func(done func()) { dones <- done })
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := zx.WriteFile(ctx, c1, "/f", nil, []byte("two!"))
+		wrote <- err
+	}()
+	select {
+	case done := <-dones:
+		// The upper layer holds the acknowledgement: the writer waits
+		// (a stat on its connection is answered, the write is not).
+		if _, err := zx.Stat(ctx, conn1.Tree(""), "/f"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-wrote:
+			t.Fatalf("the write returned (%v) before the other cache's upper layer was done", err)
+		default:
+		}
+		done()
+	case err := <-wrote:
+		t.Fatalf("the write returned (%v) before the other cache reached its barrier", err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	c2.SetInvalidateBarrier(nil)
+	if b, err := zx.ReadFile(ctx, c2, "/f"); string(b) != "two!" {
+		t.Fatalf("after the rewrite: %q %v", b, err)
+	}
+	if err := <-c1.Remove(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.Stat(ctx, c2, "/f"); !errors.Is(err, zx.ErrNotExist) {
+		t.Fatalf("after the remove: %v", err)
+	}
+}
+
 func waitFor(t *testing.T, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

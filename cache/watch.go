@@ -13,6 +13,28 @@ type inval struct {
 	what Inval
 }
 
+// acknowledge acknowledges applied notices (zx.Event.Ack), once the
+// layer above has applied the invalidations reported for them (inval:
+// some were).
+func (c *Cache) acknowledge(acks []func(), inval bool) {
+	if len(acks) == 0 {
+		return
+	}
+	done := func() {
+		for _, a := range acks {
+			a()
+		}
+	}
+	c.cbmu.Lock()
+	b := c.barrier
+	c.cbmu.Unlock()
+	if b == nil || !inval {
+		done()
+		return
+	}
+	b(done)
+}
+
 func (c *Cache) callback(cbs []inval) {
 	if len(cbs) == 0 {
 		return
@@ -31,12 +53,22 @@ func (c *Cache) callback(cbs []inval) {
 // watchLoop keeps a watch of "/" on the remote, applying its notices,
 // and re-establishes it with backoff when it fails. While there is none,
 // cached entries are trusted for the coherency window only.
+//
+// With a remote that can (zx.AckWatcher, the client), the watch is
+// acknowledged: a notice of another client's change carries Ack, which the
+// cache calls once it has applied it and the layer above has applied the
+// invalidations it reported (SetInvalidateBarrier); the other client's
+// reply waits for that (docs/cache.md, "Change notices").
 func (c *Cache) watchLoop(w zx.Watcher) {
 	defer close(c.done)
 	backoff := 100 * time.Millisecond
 	readyOnce := false
+	watch := w.Watch
+	if aw, ok := w.(zx.AckWatcher); ok {
+		watch = aw.WatchAcked
+	}
 	for c.ctx.Err() == nil {
-		ec := w.Watch(c.ctx, "/")
+		ec := watch(c.ctx, "/")
 		up := false
 		for ev := range ec {
 			if ev.Err != nil && !up && !readyOnce && zx.KindOf(ev.Err) == zx.ErrNotSupp {
@@ -77,18 +109,24 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 			c.mu.Lock()
 			c.stats.Events++
 			var cbs []inval
+			deferred := false
 			if p := ev.Dir.Path(); ev.Kind != zx.Overflow && (c.pend[p] > 0 || ev.From != "" && c.pend[ev.From] > 0) {
 				// A local write on p is in flight: this may be its own
-				// notice. Decide when its reply is in (see end).
+				// notice. Decide when its reply is in (see end); it
+				// is acknowledged then.
 				if c.pend[p] == 0 {
 					p = ev.From
 				}
 				c.deferred[p] = append(c.deferred[p], ev)
+				deferred = true
 			} else {
 				cbs = c.apply(ev)
 			}
 			c.mu.Unlock()
 			c.callback(cbs)
+			if ev.Ack != nil && !deferred {
+				c.acknowledge([]func(){ev.Ack}, len(cbs) > 0)
+			}
 		}
 		// Drain, in case we broke out early.
 		go func() {

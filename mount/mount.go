@@ -107,6 +107,7 @@ type FS struct {
 
 	invalq   chan inv
 	invalOvf chan struct{}
+	ovfDone  []func() // barriers (invalBarrier) that wait for the next invalAll; guarded by mu
 	done     chan struct{}
 
 	since time.Time  // for the control file (see ctl.go)
@@ -122,11 +123,18 @@ type inv struct {
 	path string
 	what cache.Inval
 	node *fs.Inode // set: invalidate this node's attributes
+	done func()    // set: a barrier; call it (everything before it is done)
 }
 
 // Invalidator is implemented by trees (cache.Cache) that report changes.
 type Invalidator interface {
 	SetOnInvalidate(func(path string, what cache.Inval))
+}
+
+// invalBarrierer is implemented by trees (cache.Cache) that wait for the
+// kernel's invalidations before acknowledging a change notice.
+type invalBarrierer interface {
+	SetInvalidateBarrier(func(done func()))
 }
 
 // Mount mounts t on dir and serves it until Unmount.
@@ -207,6 +215,9 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	if iv, ok := t.(Invalidator); ok {
 		iv.SetOnInvalidate(m.invalidate)
 	}
+	if b, ok := t.(invalBarrierer); ok {
+		b.SetInvalidateBarrier(m.invalBarrier)
+	}
 	go m.invalLoop()
 	return m, nil
 }
@@ -281,6 +292,9 @@ func (m *FS) Unmount() error {
 	defer func() {
 		if iv, ok := m.t.(Invalidator); ok {
 			iv.SetOnInvalidate(nil)
+		}
+		if b, ok := m.t.(invalBarrierer); ok {
+			b.SetInvalidateBarrier(nil)
 		}
 		m.cancel()
 	}()
@@ -533,6 +547,26 @@ func (m *FS) invalidate(p string, what cache.Inval) {
 	}
 }
 
+// invalBarrier is the cache's invalidate barrier: done is called once
+// invalLoop has done every invalidation queued before it, so that the
+// cache acknowledges a change notice (and another client's write
+// returns) only when the kernel no longer holds what the change made
+// stale. If the queue is full, the overflow that invalidates everything
+// comes first.
+func (m *FS) invalBarrier(done func()) {
+	select {
+	case m.invalq <- inv{done: done}:
+	default:
+		m.mu.Lock()
+		m.ovfDone = append(m.ovfDone, done)
+		m.mu.Unlock()
+		select {
+		case m.invalOvf <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // refreshAttrs asks the kernel to forget n's attributes, from invalLoop.
 func (m *FS) refreshAttrs(n *fs.Inode) {
 	select {
@@ -559,7 +593,17 @@ func (m *FS) invalLoop() {
 		case <-m.ctx.Done():
 			return
 		case <-m.invalOvf:
+			// Barriers that could not be queued wait for this
+			// invalAll: taken before it, so that one added meanwhile
+			// (after a dropped invalidation) waits for the next.
+			m.mu.Lock()
+			dones := m.ovfDone
+			m.ovfDone = nil
+			m.mu.Unlock()
 			m.invalAll()
+			for _, f := range dones {
+				f()
+			}
 		case iv := <-m.invalq:
 			m.doInval(iv)
 		}
@@ -567,6 +611,18 @@ func (m *FS) invalLoop() {
 }
 
 func (m *FS) doInval(iv inv) {
+	if iv.done != nil {
+		if len(m.invalOvf) > 0 {
+			// An invalidation before the barrier was dropped (the
+			// queue was full): the barrier waits for the invalAll.
+			m.mu.Lock()
+			m.ovfDone = append(m.ovfDone, iv.done)
+			m.mu.Unlock()
+			return
+		}
+		iv.done()
+		return
+	}
 	if iv.node != nil {
 		iv.node.NotifyContent(-1, 0)
 		return
