@@ -498,6 +498,11 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 				skip.delivered(it)
 			}
 			select {
+			case ic <- it: // most often there is room: no need to watch ctx
+				return true
+			default:
+			}
+			select {
 			case ic <- it:
 				return true
 			case <-ctx.Done():

@@ -23,8 +23,9 @@ const batchPrefix = 3
 type DirBatch struct {
 	Max int // largest payload, at most (and by default) MaxPayload
 
-	b []byte // batchPrefix bytes of room for the count, then the entries
-	n int
+	b    []byte // batchPrefix bytes of room for the count, then the entries
+	n    int
+	last int // bytes of entries in the last payload
 }
 
 // Add appends d to the batch if the payload stays within Max, and reports
@@ -32,7 +33,14 @@ type DirBatch struct {
 // an empty batch never fits: send it as a DIR of its own.
 func (b *DirBatch) Add(d zx.Dir) bool {
 	if b.b == nil {
-		b.b = make([]byte, batchPrefix, 4<<10)
+		// Room for as much as the last batch had, and a little more:
+		// batches of a fast walk fill up, and growing each from a small
+		// buffer by doubling showed in a find's profile (allocation and
+		// copies); those of a slow one hold an entry or two. The slack
+		// takes the entry that does not fit, encoded before it is
+		// refused, without growing the buffer.
+		const slack = 1 << 10
+		b.b = make([]byte, batchPrefix, batchPrefix+min(b.last+b.last/4, b.max())+slack)
 	}
 	mark := len(b.b)
 	e := encoder{b.b}
@@ -63,7 +71,7 @@ func (b *DirBatch) Payload() []byte {
 	n := binary.PutUvarint(cb[:], uint64(b.n))
 	p := b.b[batchPrefix-n:]
 	copy(p, cb[:n])
-	*b = DirBatch{Max: b.Max}
+	*b = DirBatch{Max: b.Max, last: len(b.b) - batchPrefix}
 	return p
 }
 
