@@ -212,7 +212,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	h.s.dirty = true
 	if !h.s.rewrite && h.pending() > h.n.m.opts.WholeFile {
 		// Bound the memory a big write holds: send what we have.
-		if e := h.flushLocked(ctx); e != 0 {
+		if _, e := h.flushLocked(ctx, false); e != 0 {
 			return 0, e
 		}
 	}
@@ -357,14 +357,26 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 // the data (close-to-open).
 func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.flush(ctx) }
 
-// Fsync implements fs.FileFsyncer: with write-back, it also waits for
-// everything written before it.
+// Fsync implements fs.FileFsyncer (fsync and fdatasync alike): it sends
+// the handle's writes and has the server make the file durable on its
+// disk (zx.Syncer), with the sync sent right behind the writes when it
+// can (the default mode), so that it costs no round trip of its own. With
+// write-back, it waits for everything written before it, and then syncs.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if e := h.flush(ctx); e != 0 {
+	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
+	synced, e := h.flushLocked(ctx, true)
+	h.s.mu.Unlock()
+	if e != 0 {
 		return e
 	}
-	if e := h.n.m.sync(ctx); e != 0 {
+	m := h.n.m
+	if e := m.sync(ctx); e != 0 {
 		return e
+	}
+	if !synced && !h.n.unlinked() {
+		if e := m.durable(ctx, h.n.path()); e != 0 {
+			return e
+		}
 	}
 	if err := h.s.takeErr(); err != nil {
 		return errno(err)
@@ -402,21 +414,28 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 func (h *handle) flush(ctx context.Context) syscall.Errno {
 	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
 	defer h.s.mu.Unlock()
-	return h.flushLocked(ctx)
+	_, e := h.flushLocked(ctx, false)
+	return e
 }
 
-// flushLocked is flush with h.s.mu held.
-func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
+// flushLocked is flush with h.s.mu held. If durable, and it sends writes
+// and waits for them, it also has the server sync the file, with a
+// request sent right after the writes, and says so (synced).
+func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ syscall.Errno) {
 	m := h.n.m
 	if h.n.unlinked() {
 		// The file has no name left: its data goes nowhere, as on a
 		// local disk once the last descriptor is closed. Reads through
 		// the open handles still see it.
-		return 0
+		return false, 0
 	}
 	p := h.n.path()
+	// With write-back, what is journaled may be sent again later (a
+	// record that failed): the caller syncs once the journal is through.
+	durable = durable && m.wb == nil
+	var sc <-chan error // the sync, sent right behind the writes
 	if !h.s.dirty {
-		if m.wb == nil && h.flags&fuse.O_ANYWRITE != 0 {
+		if m.wb == nil && (durable || h.flags&fuse.O_ANYWRITE != 0) {
 			// Close-to-open: a file created without waiting exists on
 			// the server once close returns, even if nothing was
 			// written, and writes sent without waiting are there.
@@ -426,20 +445,28 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 			if m.inFlight(p) {
 				dc = m.statDirAhead(rctx, p)
 			}
+			if durable {
+				sc = zx.Sync(rctx, m.t, p)
+			}
 			if err := m.waitPipelined(rctx, p); err != nil {
-				return errno(err)
+				return false, errno(err)
 			}
 			if dc != nil {
 				<-dc
 			}
+			if sc != nil {
+				if e := m.syncErrno(p, <-sc); e != 0 {
+					return false, e
+				}
+			}
 		}
 		if err := h.s.takeErr(); err != nil {
-			return errno(err)
+			return false, errno(err)
 		}
-		return 0
+		return sc != nil, 0
 	}
 	if m.wb != nil {
-		return h.writeBack(p)
+		return false, h.writeBack(p)
 	}
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
@@ -447,12 +474,15 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 	if h.s.rewrite {
 		data := h.s.content[:h.s.size]
 		rc := m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data))
+		if durable {
+			sc = zx.Sync(rctx, m.t, p)
+		}
 		dc := m.statDirAhead(rctx, p)
 		last = <-rc
 		<-dc
 		m.wrote(last.Err)
 		if last.Err != nil {
-			return errno(last.Err)
+			return false, errno(last.Err)
 		}
 	} else {
 		// Pipelined: issue all, then wait for all, in order.
@@ -464,6 +494,9 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 				rcs = append(rcs, m.t.Put(rctx, p, zx.Dir{}, op.off, bytes.NewReader(op.data)))
 			}
 		}
+		if durable {
+			sc = zx.Sync(rctx, m.t, p)
+		}
 		dc := m.statDirAhead(rctx, p)
 		var first error
 		for _, rc := range rcs {
@@ -474,7 +507,7 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 		}
 		<-dc
 		if first != nil {
-			return errno(first)
+			return false, errno(first)
 		}
 		h.s.ops, h.s.whole = nil, false
 	}
@@ -490,10 +523,15 @@ func (h *handle) flushLocked(ctx context.Context) syscall.Errno {
 		}
 	}
 	m.refreshAttrs(h.n.EmbeddedInode())
-	if err := h.s.takeErr(); err != nil {
-		return errno(err)
+	if sc != nil {
+		if e := m.syncErrno(p, <-sc); e != 0 {
+			return false, e
+		}
 	}
-	return 0
+	if err := h.s.takeErr(); err != nil {
+		return false, errno(err)
+	}
+	return sc != nil, 0
 }
 
 // statDirAhead asks for the attributes of the directory of p, beside a

@@ -82,6 +82,8 @@ type FS struct {
 	w    interface{ Watching() bool }
 	wb   *cache.WriteBack
 
+	noSync sync.Once // the tree said it cannot sync (logged once)
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -275,6 +277,33 @@ func (m *FS) sync(ctx context.Context) syscall.Errno {
 		return syscall.EIO
 	}
 	return 0
+}
+
+// durable has the server make what was written to p before it durable
+// on its disk (zx.Syncer): fsync's last step. For "/" that is the whole
+// export (zx sync, fsync of the mount point).
+func (m *FS) durable(ctx context.Context, p string) syscall.Errno {
+	rctx, cancel := m.rctx(ctx)
+	defer cancel()
+	return m.syncErrno(p, <-zx.Sync(rctx, m.t, p))
+}
+
+// syncErrno is fsync's errno for the outcome of a Sync of p. A tree that
+// cannot sync (zx.ErrNotSupp) is not an error, as a local file system
+// without fsync is not (the kernel takes ENOSYS as success): it is
+// logged, once.
+func (m *FS) syncErrno(p string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if zx.KindOf(err) == zx.ErrNotSupp {
+		m.noSync.Do(func() {
+			m.log.Warn("mount: the tree cannot make data durable on request; fsync only waits for the server", "err", err)
+		})
+		return 0
+	}
+	m.log.Warn("mount: fsync", "path", p, "err", err)
+	return errno(err)
 }
 
 // Dir returns the mount point.

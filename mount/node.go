@@ -711,19 +711,23 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 }
 
 // Fsync implements fs.NodeFsyncer (for fsync without a handle we know,
-// and of directories). With write-back, it waits for everything written
-// before it: fsync of the mount point is the mount's syncfs (zx sync).
+// and of directories). It waits for everything written through the mount
+// before it and then has the server make the node durable: a directory's
+// entries, or, for the mount point, the whole export (zx sync).
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
-	var e syscall.Errno
 	if h, ok := f.(*handle); ok {
-		e = h.flush(ctx)
-	} else {
-		e = n.flushAll(ctx)
+		return h.Fsync(ctx, flags)
 	}
-	if e != 0 {
+	if e := n.flushAll(ctx); e != 0 {
 		return e
 	}
-	return n.m.sync(ctx)
+	if e := n.m.sync(ctx); e != 0 {
+		return e
+	}
+	if n.unlinked() {
+		return 0
+	}
+	return n.m.durable(ctx, n.path())
 }
 
 // ---- extended attributes: "user.NAME" is the zx user attribute NAME ----

@@ -141,7 +141,7 @@ func TestTree(t *testing.T, mk func(t *testing.T) zx.Tree, opts Options) {
 	var all []subtest
 	for _, g := range [][]subtest{
 		rootTests, putTests, getTests, wstatTests, moveTests, removeTests,
-		orderTests, cancelTests, findTests, watchTests, linkTests,
+		orderTests, cancelTests, findTests, watchTests, linkTests, syncTests,
 	} {
 		all = append(all, g...)
 	}

@@ -12,13 +12,16 @@ func syncCommand() command {
 	return command{
 		name:    "sync",
 		args:    "[--timeout D] MOUNTPOINT",
-		summary: "wait until a zx mount's written data is on the server",
+		summary: "wait until a zx mount's written data is on the server's disk",
 		help: "Sync waits until everything written through the zx mount at MOUNTPOINT before it " +
-			"has been acknowledged by the server. It matters with 'zx mount --writeback', where " +
-			"close() does not wait; without it, close already waited and sync returns at once. " +
-			"It is an fsync of the mount point, which the mount answers for the whole mount, so " +
-			"'sync -f FILE' or any program's fsync of a directory in the mount does the same. " +
-			"Exit status 1 if some data could not be sent (it stays in the mount's journal).",
+			"has been acknowledged by the server (with 'zx mount --writeback', where close() does " +
+			"not wait, that is the journal; without it, close already waited), and then has the " +
+			"server flush the exported file system to its disk (syncfs), so that the data survives " +
+			"a power loss of the server. It is an fsync of the mount point; a program's fsync of a " +
+			"file or directory in the mount waits the same way and makes that file or directory " +
+			"durable. ('sync -f' does not reach a FUSE mount: Linux does not pass syncfs on.) " +
+			"Exit status 1 if some data could not be sent (it stays in the mount's journal) or " +
+			"the server's disk failed.",
 		example: "cp -r build /mnt/src/ && zx sync /mnt/src",
 		run:     runSync,
 	}
