@@ -34,7 +34,8 @@
 // temporary file in the same directory, named ".zx-tmp-" plus a random
 // suffix, that takes the mode, ownership and user attributes of the file it
 // replaces (or those in the request). When all data has been written it is
-// fsynced, given its mtime and renamed over the target (renameat2 with
+// fsynced (if it replaces a file: see Durability), given its mtime and
+// renamed over the target (renameat2 with
 // RENAME_NOREPLACE when the request is exclusive, so that of two racing
 // exclusive creates exactly one wins); if the request fails or is cancelled
 // the temporary is removed and the old file stays. A server killed in the
@@ -43,6 +44,18 @@
 // minute old). Other Puts write in place. Names that start with ".zx-tmp-" are reserved: they never appear in
 // Get, Find or Watch replies, and a request that names one fails with
 // zx.ErrInvalid.
+//
+// # Durability
+//
+// A request is applied when its reply goes, but not necessarily on the
+// disk: a power loss may lose what the kernel had not written back. Sync
+// (zx.Syncer) makes an entry durable: fsync of the file or directory and
+// of the directory holding it, or syncfs for the root. A Put that
+// replaces an existing file fsyncs its temporary before the rename, so
+// that a power loss leaves the old contents or the new, never an empty
+// file; a Put that creates a new file does not (a disk flush per file
+// would slow every tar -x and cp -r): the client asks with Sync when it
+// needs it, as fsync(2) on a local disk.
 //
 // # Ordering
 //
