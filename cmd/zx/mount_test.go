@@ -92,9 +92,14 @@ func TestMountDaemon(t *testing.T) {
 		t.Fatal("no mount process left running")
 	}
 	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("through the daemon"), 0o644))
+	synced := serverSynced(t, mnt)
 	runZX(t, "", "sync", mnt).want(t, 0, "zx sync")
 	if b, _ := os.ReadFile(filepath.Join(srvDir, "f")); string(b) != "through the daemon" {
 		t.Fatalf("after zx sync the server has %q", b)
+	}
+	// And the server flushed its disk for it (lfs counts its syncs).
+	if n := serverSynced(t, mnt); n != synced+1 {
+		t.Errorf("zx sync: the server synced %d times, want 1", n-synced)
 	}
 	// A second mount cannot share the cache directory.
 	mnt2 := t.TempDir()
@@ -135,6 +140,31 @@ func TestMountDaemon(t *testing.T) {
 	if processAlive(pid) {
 		t.Fatal("the mount process is still running after zx umount")
 	}
+}
+
+// serverSynced returns how many syncs the server's lfs has carried out,
+// from the "synced N failed M" line of its section of the mount's Ctl.
+func serverSynced(t *testing.T, mnt string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(mnt, "Ctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lfsSec, ok := strings.Cut(string(b), "== lfs ")
+	if !ok {
+		t.Fatalf("no lfs section in the mount's Ctl:\n%s", b)
+	}
+	for _, l := range strings.Split(lfsSec, "\n") {
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "synced" && f[2] == "failed" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("bad line %q", l)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no synced line in the lfs section of the mount's Ctl:\n%s", lfsSec)
+	return 0
 }
 
 func processAlive(pid int) bool {
