@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +263,38 @@ func TestCoherenceAcked(t *testing.T) {
 	if _, err := zx.Stat(ctx, c2, "/f"); !errors.Is(err, zx.ErrNotExist) {
 		t.Fatalf("after the remove: %v", err)
 	}
+}
+
+// Two caches writing the same file at once do not wait for each other's
+// acknowledgement until the bound: a notice of the other's change is
+// applied and acknowledged even while a write of our own on the path is
+// in flight (whose reply may wait for the other's acknowledgement).
+func TestCoherenceAckedConcurrentWrites(t *testing.T) {
+	ctx := t.Context()
+	srv, addr := serveClosable(t, memfs.New())
+	c1 := newCache(t, dial(t, lag(t, addr, 10*time.Millisecond)).Tree(""), cache.Options{})
+	c2 := newCache(t, dial(t, lag(t, addr, 10*time.Millisecond)).Tree(""), cache.Options{})
+	var wg sync.WaitGroup
+	for i, c := range []*cache.Cache{c1, c2} {
+		wg.Go(func() {
+			for j := range 20 {
+				if _, err := zx.WriteFile(ctx, c, "/f", nil, []byte{byte('a' + i), byte('0' + j)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range srv.Status(ctx).Lines {
+		if strings.HasPrefix(l, "callbacks ") {
+			if !strings.HasSuffix(l, " lagged 0") {
+				t.Fatalf("a writer waited for the other until the bound: %s", l)
+			}
+			return
+		}
+	}
+	t.Fatal("no callbacks line in the server's status")
 }
 
 func waitFor(t *testing.T, f func() bool) {

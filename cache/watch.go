@@ -112,13 +112,24 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 			deferred := false
 			if p := ev.Dir.Path(); ev.Kind != zx.Overflow && (c.pend[p] > 0 || ev.From != "" && c.pend[ev.From] > 0) {
 				// A local write on p is in flight: this may be its own
-				// notice. Decide when its reply is in (see end); it
-				// is acknowledged then.
+				// notice. Decide when its reply is in (see end).
 				if c.pend[p] == 0 {
 					p = ev.From
 				}
-				c.deferred[p] = append(c.deferred[p], ev)
-				deferred = true
+				if ev.Ack != nil {
+					// Another client's change (never ours), whose
+					// writer waits for us, maybe while our write
+					// waits for it: apply it now and acknowledge,
+					// and once more when our reply is in (it may be
+					// older than this).
+					cbs = c.apply(ev)
+					again := ev
+					again.Ack = nil
+					c.deferred[p] = append(c.deferred[p], again)
+				} else {
+					c.deferred[p] = append(c.deferred[p], ev)
+					deferred = true
+				}
 			} else {
 				cbs = c.apply(ev)
 			}

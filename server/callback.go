@@ -286,7 +286,7 @@ func (c *conn) ackedEvents(w *ackWatch, ec <-chan zx.Event) {
 				send(proto.FErr, proto.AppendError(nil, ev.Err))
 				continue
 			}
-			send(proto.FEvent, proto.AppendEvent(nil, &proto.Event{Kind: uint8(ev.Kind), From: ev.From, Dir: ev.Dir}))
+			send(proto.FEvent, appendEvent(&proto.Event{Kind: uint8(ev.Kind), From: ev.From, Dir: ev.Dir}))
 			if ev.Kind == zx.Ready && !registered && !failed {
 				registered = true
 				c.srv.cb.add(w)
@@ -294,13 +294,28 @@ func (c *conn) ackedEvents(w *ackWatch, ec <-chan zx.Event) {
 			}
 		case <-w.kick:
 			for _, ev := range w.next() {
-				send(proto.FEvent, proto.AppendEvent(nil, &ev))
+				send(proto.FEvent, appendEvent(&ev))
 			}
 		}
 	}
 	if !failed {
 		w.st.Send(ctx, proto.FData, nil, true)
 	}
+}
+
+// appendEvent encodes a notice; one whose entry does not fit in a frame
+// (attributes set on the tree directly) carries only the entry's path and
+// name, which is all a watcher needs to drop it, rather than failing the
+// watch.
+func appendEvent(ev *proto.Event) []byte {
+	b := proto.AppendEvent(nil, ev)
+	if len(b) > proto.MaxPayload {
+		p := ev.Dir.Path()
+		small := *ev
+		small.Dir = zx.Dir{zx.APath: p, zx.AName: path.Base(p)}
+		b = proto.AppendEvent(nil, &small)
+	}
+	return b
 }
 
 // wantsAcks reports whether a watch request asks for acknowledged

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -271,5 +272,36 @@ func TestCallbackOldPeer(t *testing.T) {
 	}
 	if watches, _, breaks, waits, _ := callbackCounts(t, srv); watches != 0 || breaks != 0 || waits != 0 {
 		t.Fatalf("watches %d breaks %d waits %d, want none", watches, breaks, waits)
+	}
+}
+
+// A notice whose entry does not fit in a frame carries only the path: the
+// other client's watch is not failed by it, and still drops the file.
+func TestCallbackOversizedEntry(t *testing.T) {
+	ctx := context.Background()
+	fs := memfs.New()
+	if _, err := zx.WriteFile(ctx, fs, "/f", nil, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zx.Wstat(ctx, fs, "/f", zx.Dir{"user.big": strings.Repeat("x", proto.MaxPayload)}); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serve(t, fs, server.Config{CallbackWait: 30 * time.Second})
+	a, b := dial(t, addr), dial(t, addr)
+	bw := ackedWatch(t, b)
+	wc := a.Tree("").Wstat(ctx, "/f", zx.Dir{zx.AMode: "0600"})
+	ev := numbered(t, bw, "/f")
+	if len(ev.Dir) != 2 || ev.Dir[zx.AName] != "f" {
+		t.Errorf("notice of the oversized entry: %v, want its path and name", ev.Dir)
+	}
+	ev.Ack()
+	if r := <-wc; !errors.Is(r.Err, zx.ErrTooBig) {
+		t.Fatalf("wstat: %v, want ErrTooBig", r.Err)
+	}
+	// The watch goes on.
+	rc := a.Tree("").Put(ctx, "/g", zx.Dir{zx.AType: "-"}, 0, strings.NewReader("g"))
+	numbered(t, bw, "/g").Ack()
+	if r := <-rc; r.Err != nil {
+		t.Fatal(r.Err)
 	}
 }
