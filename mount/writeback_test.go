@@ -81,7 +81,12 @@ func wbMount(t *testing.T, s wbSetup) *wbEnv {
 	}
 	m, err := mount.Mount(e.dir, c, s.opts)
 	must(t, err)
+	abort := abortFile(t, e.dir)
 	t.Cleanup(func() {
+		// A connection that outlives its unmount (detached lazily,
+		// being busy) is aborted, as mnt's are: it must not hang the
+		// test binary at exit.
+		defer abortConn(abort)
 		if e.unmounted {
 			return
 		}
