@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/cache"
@@ -91,12 +94,41 @@ func newStackOver(t *testing.T, dir string, opts lfs.Options, withMount bool) *s
 	if err != nil {
 		t.Fatal(err)
 	}
+	abort := abortFile(s.mnt)
 	t.Cleanup(func() {
 		if err := m.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
+		// A connection that outlived its unmount (detached lazily,
+		// being busy) is aborted: it must not hang the test binary at
+		// exit, flushing to a server that is gone.
+		if abort != nil {
+			abort.Write([]byte("1"))
+			abort.Close()
+		}
 	})
 	return s
+}
+
+// abortFile opens the abort file of the FUSE connection mounted on dir,
+// at mount time, so that the cleanup aborts this connection and no later
+// one with its number; nil if fusectl is not there.
+func abortFile(dir string) *os.File {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	if b, _ := os.ReadFile("/proc/self/mounts"); !strings.Contains(string(b), " "+ctl+" ") {
+		if unix.Mount("fusectl", ctl, "fusectl", 0, "") != nil {
+			return nil
+		}
+	}
+	f, err := os.OpenFile(ctl+"/"+strconv.Itoa(int(unix.Minor(st.Dev)))+"/abort", os.O_WRONLY, 0)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 func run(t *testing.T, name string, args ...string) string {
