@@ -321,7 +321,7 @@ func appendEvent(ev *proto.Event) []byte {
 // wantsAcks reports whether a watch request asks for acknowledged
 // notices: the client offered the feature and left the stream open.
 func (c *conn) wantsAcks(st *mux.Stream) bool {
-	if st.RecvEnded() {
+	if c.srv.cfg.NoWatchAck || st.RecvEnded() {
 		return false
 	}
 	h, err := c.mc.PeerHello(context.Background())

@@ -305,3 +305,25 @@ func TestCallbackOversizedEntry(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 }
+
+// A client that asks for acknowledged notices from a server that does not
+// offer them (an older one) gets version 1 notices, none with Ack, and
+// nobody waits: its watch works as Watch.
+func TestCallbackOldServer(t *testing.T) {
+	ctx := context.Background()
+	srv, addr := serve(t, memfs.New(), server.Config{NoWatchAck: true})
+	a, b := dial(t, addr), dial(t, addr)
+	bw := ackedWatch(t, b)
+	for i := range 3 {
+		if _, err := zx.WriteFile(ctx, a.Tree(""), "/f", nil, []byte{byte('0' + i)}); err != nil {
+			t.Fatal(err)
+		}
+		ev := <-bw
+		if ev.Err != nil || ev.Dir.Path() != "/f" || ev.Ack != nil {
+			t.Fatalf("notice %d: %+v, want the tree's notice of /f without Ack", i, ev)
+		}
+	}
+	if watches, _, breaks, waits, _ := callbackCounts(t, srv); watches != 0 || breaks != 0 || waits != 0 {
+		t.Fatalf("watches %d breaks %d waits %d, want none", watches, breaks, waits)
+	}
+}

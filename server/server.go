@@ -84,6 +84,10 @@ type Config struct {
 	// wait is 4 of that client's round trips, at least 250ms. A watch
 	// that misses it lags (see callback.go). < 0: never wait.
 	CallbackWait time.Duration
+	// NoWatchAck makes the server behave as one older than acknowledged
+	// watches: it does not offer proto.FeatureWatchAck, and serves every
+	// watch as a version 1 one. For tests of clients' fallback.
+	NoWatchAck bool
 }
 
 // withDefaults fills in the defaults. Mux.IdleTimeout defaults to 30
@@ -119,7 +123,7 @@ func (c Config) withDefaults() Config {
 	if !c.NoSync && !slices.Contains(c.Mux.Features, proto.FeatureSync) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureSync)
 	}
-	if !slices.Contains(c.Mux.Features, proto.FeatureWatchAck) {
+	if !c.NoWatchAck && !slices.Contains(c.Mux.Features, proto.FeatureWatchAck) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureWatchAck)
 	}
 	return c
