@@ -380,6 +380,31 @@ func (c *conn) notices(req *proto.Request, d zx.Dir) []proto.Event {
 	return nil
 }
 
+// forWatch returns the notice a watch of wp gets for ev, in terms of paths
+// at or below wp (a watcher of a subtree knows no others), and whether it
+// gets one: a move across wp's boundary is a create or a remove; the
+// remove or move of a directory above wp removes wp; other changes outside
+// wp concern it not.
+func forWatch(ev proto.Event, wp string) (proto.Event, bool) {
+	in := func(p string) bool { return p != "" && zx.HasPrefix(p, wp) }
+	above := func(p string) bool { return p != "" && p != wp && zx.HasPrefix(wp, p) }
+	named := func(p string) zx.Dir { return zx.Dir{zx.APath: p, zx.AName: path.Base(p)} }
+	p := ev.Dir.Path()
+	switch {
+	case ev.Kind == uint8(zx.Moved) && in(ev.From) && in(p):
+		return ev, true
+	case ev.Kind == uint8(zx.Moved) && in(ev.From):
+		return proto.Event{Kind: uint8(zx.Removed), Dir: named(ev.From)}, true
+	case ev.Kind == uint8(zx.Moved) && in(p):
+		return proto.Event{Kind: uint8(zx.Created), Dir: named(p)}, true
+	case in(p):
+		return ev, true
+	case (ev.Kind == uint8(zx.Removed) || ev.Kind == uint8(zx.Moved)) && (above(p) || above(ev.From)):
+		return proto.Event{Kind: uint8(zx.Removed), Dir: named(wp)}, true
+	}
+	return ev, false
+}
+
 // breakCallbacks sends the notices of a write request that c applied to
 // every other connection's acknowledged watch on the tree that covers
 // them, and waits until they acknowledged, lag, or ctx ends. With no such
@@ -407,7 +432,7 @@ func (c *conn) breakCallbacks(ctx context.Context, tree string, req *proto.Reque
 		var seq uint64
 		w.mu.Lock()
 		for _, ev := range evs {
-			if zx.Overlaps(ev.Dir.Path(), w.path) || ev.From != "" && zx.Overlaps(ev.From, w.path) {
+			if ev, ok := forWatch(ev, w.path); ok {
 				seq = w.enqueueLocked(ev)
 				cb.breaks.Add(1)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/proto"
 	"github.com/zxfs/zx/server"
+	"github.com/zxfs/zx/subtree"
 )
 
 // callbackCounts reads the server's "callbacks" status line.
@@ -325,5 +326,68 @@ func TestCallbackOldServer(t *testing.T) {
 	}
 	if watches, _, breaks, waits, _ := callbackCounts(t, srv); watches != 0 || breaks != 0 || waits != 0 {
 		t.Fatalf("watches %d breaks %d waits %d, want none", watches, breaks, waits)
+	}
+}
+
+// A watch of a subtree (here through package subtree, as zx mount of a
+// directory watches) gets numbered notices only for changes that concern
+// it, in its own terms: a move across its edge is a create or a remove,
+// the removal of a directory above it removes it; Ack passes through.
+func TestCallbackSubtreeWatch(t *testing.T) {
+	ctx := context.Background()
+	fs := memfs.New()
+	for _, d := range []string{"/d", "/d/e", "/x"} {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, addr := serve(t, fs, server.Config{CallbackWait: 30 * time.Second})
+	a, b := dial(t, addr), dial(t, addr)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := subtree.New(b.Tree(""), "/d/e").(zx.AckWatcher)
+	bw := sub.WatchAcked(wctx, "/")
+	if ev := <-bw; ev.Kind != zx.Ready {
+		t.Fatalf("watch: %+v", ev)
+	}
+	ta := a.Tree("")
+	steps := []struct {
+		what string
+		do   func() error
+		kind zx.EventKind
+		path string // in the subtree; "" for none
+	}{
+		{"create in it", func() error { _, err := zx.WriteFile(ctx, ta, "/d/e/f", nil, []byte("f")); return err }, zx.Created, "/f"},
+		{"create outside", func() error { _, err := zx.WriteFile(ctx, ta, "/x/f", nil, []byte("f")); return err }, 0, ""},
+		{"move out", func() error { return <-ta.Move(ctx, "/d/e/f", "/x/g") }, zx.Removed, "/f"},
+		{"move in", func() error { return <-ta.Move(ctx, "/x/g", "/d/e/h") }, zx.Created, "/h"},
+		{"remove above", func() error { return <-ta.RemoveAll(ctx, "/d") }, zx.Removed, "/"},
+	}
+	for _, s := range steps {
+		_, _, breaks0, _, _ := callbackCounts(t, srv)
+		done := make(chan error, 1)
+		go func() { done <- s.do() }()
+		if s.path == "" {
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", s.what, err)
+			}
+			if _, _, breaks, _, _ := callbackCounts(t, srv); breaks != breaks0 {
+				t.Fatalf("%s: %d notices for the subtree's watch, want none", s.what, breaks-breaks0)
+			}
+			continue
+		}
+		ev := numbered(t, bw, s.path)
+		if ev.Kind != s.kind {
+			t.Fatalf("%s: notice %v of %s, want %v", s.what, ev.Kind, ev.Dir.Path(), s.kind)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s: answered (%v) before the acknowledgement", s.what, err)
+		default:
+		}
+		ev.Ack()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
 	}
 }

@@ -19,12 +19,13 @@ type Tree struct {
 }
 
 var (
-	_ zx.Tree     = (*Tree)(nil)
-	_ zx.Finder   = (*Tree)(nil)
-	_ zx.Watcher  = (*Tree)(nil)
-	_ zx.Linker   = (*Tree)(nil)
-	_ zx.StatFSer = (*Tree)(nil)
-	_ zx.Syncer   = (*Tree)(nil)
+	_ zx.Tree       = (*Tree)(nil)
+	_ zx.Finder     = (*Tree)(nil)
+	_ zx.Watcher    = (*Tree)(nil)
+	_ zx.AckWatcher = (*Tree)(nil)
+	_ zx.Linker     = (*Tree)(nil)
+	_ zx.StatFSer   = (*Tree)(nil)
+	_ zx.Syncer     = (*Tree)(nil)
 )
 
 // New returns the subtree of t at prefix; for "/" it returns t itself.
@@ -203,7 +204,20 @@ func (t *Tree) Watch(ctx context.Context, p string) <-chan zx.Event {
 		close(c)
 		return c
 	}
-	in := w.Watch(ctx, t.real(p))
+	return t.events(ctx, w.Watch(ctx, t.real(p)))
+}
+
+// WatchAcked implements zx.AckWatcher: with a tree below that is one, the
+// notices' Ack passes through; otherwise it is Watch.
+func (t *Tree) WatchAcked(ctx context.Context, p string) <-chan zx.Event {
+	if w, ok := t.T.(zx.AckWatcher); ok {
+		return t.events(ctx, w.WatchAcked(ctx, t.real(p)))
+	}
+	return t.Watch(ctx, p)
+}
+
+// events rewrites the paths of the notices of the tree below.
+func (t *Tree) events(ctx context.Context, in <-chan zx.Event) <-chan zx.Event {
 	out := make(chan zx.Event)
 	go func() {
 		defer close(out)
