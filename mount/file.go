@@ -466,7 +466,14 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 		return sc != nil, 0
 	}
 	if m.wb != nil {
-		return false, h.writeBack(p)
+		e := h.writeBack(p)
+		if e == 0 {
+			// The mount's idea of the file's mtime moved on (see
+			// writeBack); the kernel may have fetched attributes
+			// since its last write invalidated them.
+			m.refreshAttrs(h.n.EmbeddedInode())
+		}
+		return false, e
 	}
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
@@ -639,7 +646,12 @@ func (h *handle) writeBack(p string) syscall.Errno {
 		nd.SetTime(zx.AMtime, time.Now())
 		h.n.setDir(nd)
 	}
-	m.refreshAttrs(h.n.EmbeddedInode())
+	// No invalidation of the kernel's attributes here: each write
+	// already made the kernel drop the size and times it had, and
+	// Setattr (tar's futimens right after writing, which sends the
+	// writes through flushAhead) answers with the new ones; an
+	// invalidation sent after that answer would cost a GETATTR before
+	// the next chown or chmod. Flush asks for one.
 	return 0
 }
 

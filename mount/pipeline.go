@@ -461,11 +461,31 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 				ws.amu.Unlock()
 			}
 			m.surprise("wstat", p, r.Err)
-		} else {
+		} else if !sameAttrs(nd, r.Dir, d) {
+			// The server made something else of it (a mode
+			// it restricts, a clock of its own): the kernel
+			// asks again. When it did as told, the kernel's
+			// copy is right, and an invalidation would only
+			// cost tar a GETATTR per file.
 			m.invalidate(p, cache.InvalAttr)
 		}
 	}()
 	return nd, true
+}
+
+// sameAttrs reports whether the server's entry got, after a wstat of
+// the attributes d, what the mount told the kernel (nd) for them and for
+// the size.
+func sameAttrs(nd, got, d zx.Dir) bool {
+	if got == nil || got[zx.ASize] != nd[zx.ASize] {
+		return false
+	}
+	for k := range d {
+		if got[k] != nd[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // inFlight reports whether a change the mount did not wait for is in
