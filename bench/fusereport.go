@@ -260,6 +260,10 @@ func (rep *Report) fuseTargets() []Target {
 			} else if z.FlushSeconds > 0 {
 				d += fmt.Sprintf(" (then %s until all on the server)", fmtSecs(z.FlushSeconds))
 			}
+			if z.SelfCPUSeconds > 0 && fi.TarEntries > 0 {
+				d += fmt.Sprintf("; CPU per entry: zx process (mount, cache, server, proxies) %.2f ms, tar %.2f ms",
+					z.SelfCPUSeconds/float64(fi.TarEntries)*1e3, z.CmdCPUSeconds/float64(fi.TarEntries)*1e3)
+			}
 			ds = append(ds, d)
 		}
 		tg.judge(met, ds, "; ")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/zxfs/zx/cache"
@@ -206,7 +207,10 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		}
 	}
 	rt0, b0 := rts(), bytes()
+	self0, cmd0 := cpuNow()
 	el, capped, err := runCmd(ctx, capd, j.ok, args[0], args[1:]...)
+	self1, cmd1 := cpuNow()
+	res.SelfCPUSeconds, res.CmdCPUSeconds = (self1 - self0).Seconds(), (cmd1 - cmd0).Seconds()
 	if rt0 >= 0 {
 		res.RoundTrips = rts() - rt0
 	}
@@ -536,3 +540,16 @@ func (l *linkRun) fuseFile(ctx context.Context) error {
 // fileCap is the cap of the big file's transfers: they are not projected,
 // so they get at least 90 s (sshfs reads 128 MiB at 100 ms in about 55 s).
 func fileCap(c time.Duration) time.Duration { return max(c, 90*time.Second) }
+
+// cpuNow returns the CPU time (user + system) used so far by this process
+// and by its children that were waited for.
+func cpuNow() (self, children time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return self, children
+}

@@ -46,6 +46,14 @@ type Result struct {
 	// took after the timed command: the wait until everything the
 	// command wrote was on the server (not part of Seconds).
 	FlushSeconds float64 `json:"flush_seconds,omitempty"`
+	// SelfCPUSeconds (FUSE suite) is the CPU time (user + system) the
+	// benchmark's own process used during the timed command: the zx
+	// mount, cache and server and the WAN proxies all run there (sshfs
+	// and sshd do not). CmdCPUSeconds is the command's own (its
+	// children included). On a shared machine they vary less than the
+	// time.
+	SelfCPUSeconds float64 `json:"self_cpu_seconds,omitempty"`
+	CmdCPUSeconds  float64 `json:"cmd_cpu_seconds,omitempty"`
 
 	// RoundTrips is the number of blocking round trips the zx program
 	// waited for (client.Conn.Stats().RoundTrips); -1 for sshfs, where it
@@ -481,7 +489,11 @@ func (l *linkRun) add(res *Result) {
 	if res.RoundTrips >= 0 {
 		rt = fmt.Sprintf(", %d round trips", res.RoundTrips)
 	}
-	l.cfg.logf("  %-12s %-5s %s%s, %.1f MB on the link", res.Workload, res.System, s, rt, float64(res.Bytes)/1e6)
+	cpu := ""
+	if res.SelfCPUSeconds > 0 {
+		cpu = fmt.Sprintf(", CPU %.2f s here + %.2f s the command", res.SelfCPUSeconds, res.CmdCPUSeconds)
+	}
+	l.cfg.logf("  %-12s %-5s %s%s, %.1f MB on the link%s", res.Workload, res.System, s, rt, float64(res.Bytes)/1e6, cpu)
 }
 
 // zx runs one zx measurement on a fresh connection through the proxy.
