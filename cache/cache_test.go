@@ -217,7 +217,7 @@ func TestCoherence(t *testing.T) {
 // which the mount sets).
 func TestCoherenceAcked(t *testing.T) {
 	ctx := t.Context()
-	addr := serve(t, memfs.New())
+	srv, addr := serveClosable(t, memfs.New())
 	conn1 := dial(t, addr)
 	c1 := newCache(t, conn1.Tree(""), cache.Options{})
 	c2 := newCache(t, dial(t, lag(t, addr, 50*time.Millisecond)).Tree(""), cache.Options{})
@@ -263,6 +263,15 @@ func TestCoherenceAcked(t *testing.T) {
 	if _, err := zx.Stat(ctx, c2, "/f"); !errors.Is(err, zx.ErrNotExist) {
 		t.Fatalf("after the remove: %v", err)
 	}
+	for _, l := range srv.Status(ctx).Lines {
+		if strings.HasPrefix(l, "callbacks ") {
+			if !strings.HasSuffix(l, " waits 3 lagged 0") {
+				t.Fatalf("server: %s; want 3 writes that waited for c2, none lagged", l)
+			}
+			return
+		}
+	}
+	t.Fatal("no callbacks line in the server's status")
 }
 
 // Two caches writing the same file at once do not wait for each other's

@@ -552,3 +552,83 @@ func TestResumeListing(t *testing.T) {
 	}
 	t.Logf("find: %d reconnections, %d cuts", c.Reconnects(), p.Stats().Cuts)
 }
+
+// An acknowledged watch carried over a lost connection numbers afresh on
+// the new stream, and its acknowledgements still release other clients'
+// writes.
+func TestWatchAckedResubscribes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := server.New(map[string]zx.Tree{"main": memfs.New()}, "main", server.Config{CallbackWait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	p, err := wan.Listen("127.0.0.1:0", l.Addr().String(), wan.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := client.Dial(ctx, p.Addr(), client.Options{Reconnect: true, ReconnectWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w := dial(t, l.Addr().String())
+	evs := c.Tree("").WatchAcked(ctx, "/")
+	if ev := <-evs; ev.Kind != zx.Ready {
+		t.Fatalf("first event %v", ev)
+	}
+	// write puts p through w; the watch must acknowledge its notice
+	// before the put is answered (a missed one is counted as lagged).
+	write := func(path string) {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer wcancel()
+		rc := w.Tree("").Put(wctx, path, zx.Dir{zx.AType: "-"}, 0, strings.NewReader(path))
+		for ev := range evs {
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			if ev.Ack != nil {
+				ev.Ack()
+				if ev.Dir.Path() == path {
+					break
+				}
+			}
+		}
+		if r := <-rc; r.Err != nil {
+			t.Fatalf("put %s: %v", path, r.Err)
+		}
+	}
+	write("/a")
+	p.Cut()
+	for ev := range evs {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if ev.Kind == zx.Overflow {
+			break
+		}
+		if ev.Ack != nil || ev.Dir.Path() != "/a" {
+			t.Fatalf("after a cut: %+v, want the tree's notice of /a, then an overflow", ev)
+		}
+	}
+	write("/b")
+	write("/c")
+	for _, l := range srv.Status(ctx).Lines {
+		if strings.HasPrefix(l, "callbacks ") {
+			if !strings.HasSuffix(l, " waits 3 lagged 0") {
+				t.Fatalf("server: %s; want 3 writes that waited for the watch, none lagged", l)
+			}
+			return
+		}
+	}
+	t.Fatal("no callbacks line in the server's status")
+}

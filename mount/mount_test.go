@@ -573,6 +573,21 @@ func TestTwoMounts(t *testing.T) {
 	}
 	_, err = os.Stat(b.p("new"))
 	wantErrno(t, err, syscall.ENOENT, "b's stat of the old name after the rename")
+	// The writes waited for b's acknowledgements, which always came in
+	// time (a watch that lags is sent an overflow instead).
+	ctlText := readFile(t, a.p("Ctl"))
+	var waits, lagged int
+	for _, l := range strings.Split(ctlText, "\n") {
+		if strings.HasPrefix(l, "callbacks ") {
+			var watches, lagging, breaks int
+			if _, err := fmt.Sscanf(l, "callbacks watches %d lagging %d breaks %d waits %d lagged %d", &watches, &lagging, &breaks, &waits, &lagged); err != nil {
+				t.Fatalf("server status %q: %v", l, err)
+			}
+		}
+	}
+	if waits == 0 || lagged != 0 {
+		t.Fatalf("server: %d writes waited for b, %d times b lagged; want some, and none:\n%s", waits, lagged, ctlText)
+	}
 }
 
 func TestRoundTrips(t *testing.T) {
