@@ -88,6 +88,7 @@ type FS struct {
 	cancel context.CancelFunc
 
 	surprises atomic.Int64 // pipelined changes that failed on the server
+	kinvals   atomic.Int64 // invalidations the mount asked of the kernel by itself
 	writable  atomic.Int32 // 1: a change succeeded; -1: refused as read-only; 0: unknown
 	pmu       sync.Mutex
 	pseq      uint64
@@ -598,10 +599,25 @@ func (m *FS) invalBarrier(done func()) {
 
 // refreshAttrs asks the kernel to forget n's attributes, from invalLoop.
 func (m *FS) refreshAttrs(n *fs.Inode) {
+	m.kinvals.Add(1)
 	select {
 	case m.invalq <- inv{node: n}:
 	default:
 	}
+}
+
+// OwnInvalidations returns how many invalidations of the kernel's
+// entries or attributes the mount asked for by itself, change notices
+// aside: corrections of what it told the kernel without waiting, and
+// refreshes after a write. Each costs a notification, and the kernel
+// asks again.
+func (m *FS) OwnInvalidations() int64 { return m.kinvals.Load() }
+
+// correct invalidates the kernel's copy of p (what), which the mount
+// filled with a guess the server's reply contradicted.
+func (m *FS) correct(p string, what cache.Inval) {
+	m.kinvals.Add(1)
+	m.invalidate(p, what)
 }
 
 // lookupInode returns the inode at p that the kernel knows, or nil.

@@ -203,10 +203,10 @@ func (m *FS) surprise(op, p string, err error, paths ...string) {
 	m.wrote(err)
 	m.log.Warn("mount: a change answered without waiting failed on the server", "op", op, "path", p, "err", err)
 	for _, q := range append([]string{p}, paths...) {
-		m.invalidate(q, cache.InvalEntry|cache.InvalAttr)
+		m.correct(q, cache.InvalEntry|cache.InvalAttr)
 		if q != "/" {
 			dir, _ := splitPath(q)
-			m.invalidate(dir, cache.InvalAttr)
+			m.correct(dir, cache.InvalAttr)
 		}
 	}
 }
@@ -341,7 +341,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 			// Guessed wrong (the server chose the owner): the kernel
 			// asks again. (Times differ by a little, as a local file
 			// system's would from the clock at the server.)
-			m.invalidate(p, cache.InvalAttr)
+			m.correct(p, cache.InvalAttr)
 		}
 	}()
 	return nd, true
@@ -467,7 +467,7 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 			// asks again. When it did as told, the kernel's
 			// copy is right, and an invalidation would only
 			// cost tar a GETATTR per file.
-			m.invalidate(p, cache.InvalAttr)
+			m.correct(p, cache.InvalAttr)
 		}
 	}()
 	return nd, true
@@ -477,7 +477,9 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 // the attributes d, what the mount told the kernel (nd) for them and for
 // the size.
 func sameAttrs(nd, got, d zx.Dir) bool {
-	if got == nil || got[zx.ASize] != nd[zx.ASize] {
+	if got == nil || !got.IsDir() && got[zx.ASize] != nd[zx.ASize] {
+		// (A directory's size is the server's business: the
+		// kernel does not cache it for anything.)
 		return false
 	}
 	for k := range d {

@@ -344,7 +344,7 @@ func TestUntarRoundTrips(t *testing.T) {
 			must(t, os.WriteFile(e.p("first"), nil, 0o644)) // a first change, waited for
 			must(t, e.m.Sync(context.Background()))
 			e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
-			rt := e.conn.Stats().RoundTrips
+			rt, inv := e.conn.Stats().RoundTrips, e.m.OwnInvalidations()
 			untar(t, e.p("x"), files, when)
 			n := e.conn.Stats().RoundTrips - rt
 			want := int64(files + 1) // close waits for each file's data
@@ -367,6 +367,16 @@ func TestUntarRoundTrips(t *testing.T) {
 			checkUntar(t, filepath.Join(e.srvDir, "x"), files, when)
 			if s := e.m.Surprises(); s != 0 {
 				t.Errorf("%d surprises", s)
+			}
+			if wb {
+				// Everything went as the mount told the kernel: it
+				// asks for no invalidation (each costs a notification
+				// and a GETATTR), neither after journaling nor after
+				// the replies to times, owner and mode (it was 4 per
+				// file).
+				if n := e.m.OwnInvalidations() - inv; n != 0 {
+					t.Errorf("the mount invalidated the kernel's copies %d times for %d files", n, files)
+				}
 			}
 			// What the mount shows agrees with the server.
 			for i := range files {
