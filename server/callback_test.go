@@ -391,3 +391,52 @@ func TestCallbackSubtreeWatch(t *testing.T) {
 		}
 	}
 }
+
+// Bad acknowledgements (of a notice never sent, undecodable, not DATA)
+// end the watch with a protocol error; the connection goes on.
+func TestCallbackBadAck(t *testing.T) {
+	ctx := context.Background()
+	_, addr := serve(t, memfs.New(), server.Config{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := mux.Client(nc, mux.Config{Features: []string{proto.FeatureWatchAck}})
+	defer mc.Close()
+	for _, bad := range []struct {
+		what string
+		typ  uint8
+		msg  []byte
+	}{
+		{"ack of a notice not sent", proto.FData, proto.AppendAck(nil, 5)},
+		{"ack 0", proto.FData, []byte{0}},
+		{"trailing bytes", proto.FData, []byte{1, 1}},
+		{"a dir", proto.FDir, proto.AppendDir(nil, zx.Dir{"path": "/"})},
+	} {
+		st, err := mc.Open(ctx, proto.AppendRequest(nil, &proto.Request{Op: proto.OpWatch, Path: "/"}), mux.WithData|mux.Uncounted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := st.Recv(ctx); err != nil || m.Type != proto.FEvent {
+			t.Fatalf("%s: first message %v %v, want ready", bad.what, m.Type, err)
+		}
+		if err := st.Send(ctx, bad.typ, bad.msg, false); err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.Recv(ctx)
+		if err != nil || m.Type != proto.FErr || !m.End {
+			t.Fatalf("%s: got %v %v, want an error that ends the watch", bad.what, m.Type, err)
+		}
+		if e, _ := proto.ParseError(m.Data); !errors.Is(e, zx.ErrProtocol) {
+			t.Fatalf("%s: %v, want a protocol error", bad.what, e)
+		}
+	}
+	// The connection goes on.
+	st, err := mc.Open(ctx, proto.AppendRequest(nil, &proto.Request{Op: proto.OpStat, Path: "/"}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(ctx); err != nil || m.Type != proto.FDir {
+		t.Fatalf("stat after: %v %v", m.Type, err)
+	}
+}
