@@ -478,6 +478,7 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 	rctx, cancel := m.rctx(ctx)
 	defer cancel()
 	var last zx.Reply
+	h.n.sendingWrites()
 	if h.s.rewrite {
 		data := h.s.content[:h.s.size]
 		rc := m.t.Put(rctx, p, zx.Dir{zx.AType: zx.TypeFile, zx.ASize: itoa(h.s.size)}, 0, bytes.NewReader(data))
@@ -486,6 +487,7 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 		}
 		dc := m.statDirAhead(rctx, p)
 		last = <-rc
+		h.n.wroteWrites(last.Dir)
 		<-dc
 		m.wrote(last.Err)
 		if last.Err != nil {
@@ -506,12 +508,17 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 		}
 		dc := m.statDirAhead(rctx, p)
 		var first error
+		var ld zx.Dir // the entry the last write answered left
 		for _, rc := range rcs {
 			last = <-rc
 			if last.Err != nil && first == nil {
 				first = last.Err
 			}
+			if last.Dir != nil {
+				ld = last.Dir
+			}
 		}
+		h.n.wroteWrites(ld)
 		<-dc
 		if first != nil {
 			return false, errno(first)
@@ -574,6 +581,7 @@ func (h *handle) flushAhead() syscall.Errno {
 	}
 	p := h.n.path()
 	ctx, done := m.bg(p)
+	h.n.sendingWrites()
 	var rcs []<-chan zx.Reply
 	if h.s.rewrite {
 		// The Put reads its data after we return: a copy, as later
@@ -592,10 +600,16 @@ func (h *handle) flushAhead() syscall.Errno {
 	}
 	h.s.dirty = false
 	ws := h.s
+	n := h.n
 	go func() {
 		defer done()
+		var ld zx.Dir // the entry the last write answered left
 		for _, rc := range rcs {
-			if r := <-rc; r.Err != nil {
+			r := <-rc
+			if r.Dir != nil {
+				ld = r.Dir
+			}
+			if r.Err != nil {
 				ws.amu.Lock()
 				first := ws.aerr == nil
 				if first {
@@ -610,6 +624,7 @@ func (h *handle) flushAhead() syscall.Errno {
 				}
 			}
 		}
+		n.wroteWrites(ld) // before done: see sendingWrites
 	}()
 	h.n.dataChanged() // the kernel's pages: until the reply says what the file is
 	return 0

@@ -29,6 +29,9 @@ type node struct {
 	// last name the mount knew was unlinked or replaced while the file
 	// kept other links (see relink): "" if none.
 	alt string
+	// writing counts the writes of the open handles sent and not yet
+	// answered (see sendingWrites).
+	writing int
 }
 
 var (
@@ -92,6 +95,60 @@ func (n *node) setDir(d zx.Dir) {
 	}
 }
 
+// sendingWrites notes that writes of the open handles are about to be
+// sent. A Put of ours may give the file a new server inode number (lfs
+// writes a Put that empties a file aside and renames it into place):
+// until wroteWrites has learnt it from the reply, a lookup that meets
+// the new number takes it for this file (see newChild), not for another
+// one; the handles write by path, so the file at the path is theirs.
+func (n *node) sendingWrites() {
+	n.mu.Lock()
+	n.writing++
+	n.mu.Unlock()
+}
+
+// wroteWrites notes the reply to writes noted by sendingWrites: d, the
+// entry the last of them left (nil if they failed), may carry a new
+// server inode number, which the local inode now stands for.
+func (n *node) wroteWrites(d zx.Dir) {
+	if d != nil {
+		n.learnIno(d)
+	}
+	n.mu.Lock()
+	n.writing--
+	n.mu.Unlock()
+}
+
+// writesInFlight reports whether writes noted by sendingWrites await
+// their reply.
+func (n *node) writesInFlight() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.writing > 0
+}
+
+// learnIno takes the server inode number of d, the entry a change of
+// ours left, as that of n, keeping n's local inode. Only the number: the
+// rest of the entry may be older than n's (a chmod sent after the change
+// and answered at once).
+func (n *node) learnIno(d zx.Dir) {
+	si := d[zx.AIno]
+	if si == "" || n == n.m.root || n.unlinked() {
+		return
+	}
+	n.mu.Lock()
+	old := n.d
+	if old == nil || old[zx.AIno] == si || old.Type() != d.Type() {
+		n.mu.Unlock()
+		return
+	}
+	nd := old.Clone()
+	nd[zx.AIno] = si
+	n.d = nd
+	n.mu.Unlock()
+	n.m.rekey(old, nd, n.path(), n.StableAttr().Ino)
+}
+
 func (n *node) dir() zx.Dir {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -122,9 +179,13 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 		// waiting, with a provisional number: this is that file, now
 		// with the server's number; it keeps its inode (a directory
 		// with two inodes makes the kernel fail a rename with ESTALE).
+		// Or a file with writes of ours in flight, which may have
+		// given it a new server number (see sendingWrites): a new
+		// inode would leave its open handles writing to a file with
+		// no name, and what they write would be lost.
 		if in := n.GetChild(path.Base(p)); in != nil {
 			if cn, ok := in.Operations().(*node); ok {
-				if od := cn.dir(); od != nil && strings.HasPrefix(od[zx.AIno], "~") && od.Type() == d.Type() {
+				if od := cn.dir(); od != nil && od.Type() == d.Type() && (strings.HasPrefix(od[zx.AIno], "~") || cn.writesInFlight()) {
 					m.rekey(od, d, p, in.StableAttr().Ino)
 				}
 			}
