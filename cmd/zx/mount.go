@@ -42,7 +42,8 @@ func mountCommand() command {
 			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug; " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
+			"nonempty (mount on a directory that has entries, hiding them; refused otherwise); " +
 			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
 			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
@@ -65,6 +66,7 @@ type mountOptions struct {
 	idmap      string
 	prefetch   int
 	siblings   int64
+	nonempty   bool // mount over a directory that has entries (-o nonempty)
 	compress   compressFlag
 	mo         mount.Options
 }
@@ -120,6 +122,8 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.debug = true
 		case "writeback":
 			o.writeback = true
+		case "nonempty":
+			o.nonempty = true
 		case "cache_dir":
 			o.cacheDir = v
 		case "cache_size":
@@ -196,6 +200,16 @@ func runMount(args []string) int {
 	mnt := rest[1]
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
 		fmt.Fprintf(os.Stderr, "zx mount: %s is not a directory; create it first (mkdir -p %s)\n", mnt, mnt)
+		return exitFail
+	}
+	if isZXMount(mnt) {
+		fmt.Fprintf(os.Stderr, "zx mount: %s is a zx mount already; unmount it first (zx umount %s)\n", mnt, mnt)
+		return exitFail
+	}
+	// As fuse2 did (fusermount3 no longer checks): a mount over entries
+	// hides them until unmounted, which is rarely what was meant.
+	if ents, err := os.ReadDir(mnt); err == nil && len(ents) > 0 && !o.nonempty {
+		fmt.Fprintf(os.Stderr, "zx mount: %s is not empty (%s ...): the mount would hide its entries; mount on an empty directory, or give -o nonempty to mount over them\n", mnt, ents[0].Name())
 		return exitFail
 	}
 	if o.debug {
@@ -468,6 +482,9 @@ func runUmount(args []string) int {
 	}
 	if len(rest) != 1 {
 		return usageError(c, "want a mount point")
+	}
+	if !isZXMount(rest[0]) {
+		return notZXMount(c, rest[0])
 	}
 	if err := syncMount(rest[0], *timeout); err != nil {
 		if !*force && err != errMountGone {

@@ -283,3 +283,48 @@ func TestUmountPending(t *testing.T) {
 		t.Fatalf("journal after a forced unmount: %v, want the pending record", recs)
 	}
 }
+
+// TestMountMistakes: the mistakes a new user makes with mount points get
+// exit status 1 and a message that says what to do, and change nothing:
+// mounting over a directory that has entries (unless -o nonempty), on a
+// zx mount again, and syncing or unmounting a directory that is not a zx
+// mount (an fsync of it would succeed and sync nothing).
+func TestMountMistakes(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	writeFile(t, filepath.Join(srvDir, "remote"), []byte("r"))
+	addr := serve(t, srvDir)
+	loc := "zx://" + addr + "/"
+
+	full := t.TempDir()
+	writeFile(t, filepath.Join(full, "local"), []byte("l"))
+	r := runZX(t, "", "mount", loc, full).want(t, 1, "mount on a non-empty directory")
+	if !strings.Contains(r.stderr, "is not empty") || !strings.Contains(r.stderr, "-o nonempty") {
+		t.Errorf("mount on a non-empty directory said %q", r.stderr)
+	}
+	if mounted(full) {
+		exec.Command("fusermount3", "-u", "-z", full).Run()
+		t.Fatal("mounted on a non-empty directory")
+	}
+	for _, cmd := range []string{"sync", "umount"} {
+		r := runZX(t, "", cmd, full).want(t, 1, "zx "+cmd+" of a plain directory")
+		if !strings.Contains(r.stderr, "zx "+cmd+": "+full+" is not a zx mount") {
+			t.Errorf("zx %s of a plain directory said %q", cmd, r.stderr)
+		}
+	}
+
+	// -o nonempty mounts over the entries, hiding them until unmounted.
+	zxMount(t, "-o", "nonempty", loc, full)
+	if _, err := os.Stat(filepath.Join(full, "remote")); err != nil {
+		t.Fatalf("-o nonempty: %v", err)
+	}
+	r = runZX(t, "", "mount", "-o", "nonempty", loc, full).want(t, 1, "mount on a zx mount")
+	if !strings.Contains(r.stderr, "is a zx mount already") {
+		t.Errorf("mount on a zx mount said %q", r.stderr)
+	}
+	runZX(t, "", "sync", full+"/").want(t, 0, "zx sync of the mount point")
+	runZX(t, "", "umount", full).want(t, 0, "zx umount")
+	if b, err := os.ReadFile(filepath.Join(full, "local")); err != nil || string(b) != "l" {
+		t.Errorf("after the unmount, the hidden entry: %q, %v", b, err)
+	}
+}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -37,6 +41,9 @@ func runSync(args []string) int {
 	}
 	if len(rest) != 1 {
 		return usageError(c, "want a mount point")
+	}
+	if !isZXMount(rest[0]) {
+		return notZXMount(c, rest[0])
 	}
 	if err := syncMount(rest[0], *timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "zx sync: %v\n", err)
@@ -81,4 +88,64 @@ func syncMount(dir string, timeout time.Duration) error {
 		return fmt.Errorf("%s: written data could not all be sent to the server (%v); it stays in the mount's journal and is sent when the server is back, or at the next mount", dir, err)
 	}
 	return fmt.Errorf("%s: %v", dir, err)
+}
+
+// isZXMount reports whether dir is the mount point of a zx mount (file
+// system type fuse.zx in /proc/self/mountinfo), live or with its process
+// gone. An fsync of any other directory would succeed and sync nothing.
+func isZXMount(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	// A dead mount cannot be stat'ed (ENOTCONN): then the path as given.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescapeMountinfo(fields[4]) != abs {
+			continue
+		}
+		for i, fl := range fields {
+			if fl == "-" && i+1 < len(fields) && fields[i+1] == "fuse.zx" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of a
+// path in /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// notZXMount reports that dir is not a zx mount point, for c (sync,
+// umount), and returns the exit status.
+func notZXMount(c command, dir string) int {
+	fmt.Fprintf(os.Stderr, "zx %s: %s is not a zx mount (give the mount point of one: mount | grep fuse.zx lists them)\n", c.name, dir)
+	return exitFail
 }
