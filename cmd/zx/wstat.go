@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,9 @@ func runWstat(args []string) int {
 				v = zx.FormatTime(t)
 			}
 		}
+		if msg := checkWstatValue(k, v); msg != "" {
+			return usageError(c, fmt.Sprintf("bad value %q for %s: %s", v, k, msg))
+		}
 		d[k] = v
 	}
 	s := newSession(c.name, opts)
@@ -64,4 +68,30 @@ func runWstat(args []string) int {
 	}
 	s.printEntry(r.Dir)
 	return s.close(exitOK)
+}
+
+// checkWstatValue says what is wrong with v as the value of the system
+// attribute k, or "" if nothing is (or k is not one wstat checks), so that
+// a mistyped value is a usage error here rather than a failure on the
+// server.
+func checkWstatValue(k, v string) string {
+	switch k {
+	case zx.AMode:
+		if m, err := strconv.ParseUint(v, 8, 32); err != nil || m > 0o7777 {
+			return "want octal permission bits (at most 07777), e.g. mode=0644"
+		}
+	case zx.ASize:
+		if _, err := strconv.ParseUint(v, 10, 63); err != nil {
+			return "want a number of bytes, e.g. size=0"
+		}
+	case zx.AUid, zx.AGid:
+		if _, err := strconv.ParseUint(v, 10, 32); err != nil {
+			return "want a numeric id, e.g. " + k + "=1000"
+		}
+	case zx.AMtime, zx.AAtime:
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			return "want nanoseconds since the epoch or an RFC 3339 time, e.g. " + k + "=2024-05-01T12:00:00Z"
+		}
+	}
+	return ""
 }
