@@ -20,11 +20,15 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	runZX(t, "", "frobnicate").want(t, 2, "unknown command")
+	// A long flag is named as the help writes it, with two dashes.
+	if r := runZX(t, "", "ls", "-bogus", "zx://127.0.0.1/").want(t, 2, "unknown flag"); !strings.Contains(r.stderr, "not defined: --bogus") {
+		t.Errorf("zx ls -bogus said %q", r.stderr)
+	}
 	runZX(t, "", "help").want(t, 0, "zx help")
 	for _, c := range commands() {
 		for _, h := range []string{"--help", "-h"} {
 			r := runZX(t, "", c.name, h).want(t, 0, "zx "+c.name+" "+h)
-			if !strings.HasPrefix(r.stdout, "usage: zx "+c.name) || !strings.Contains(r.stdout, "Example:") {
+			if !strings.HasPrefix(r.stdout, "usage: zx "+c.name) || !strings.Contains(r.stdout, "Example:") || !strings.Contains(r.stdout, "\nExit status: ") {
 				t.Errorf("zx %s %s printed:\n%s", c.name, h, r.stdout)
 			}
 		}

@@ -23,6 +23,7 @@ func ctlCommand() command {
 			"and returns when all are flushed. The path of the location is ignored: the control " +
 			"file is at the root of the tree. On a mount, cat and echo do the same: " +
 			"cat /mnt/zx/Ctl; echo sync > /mnt/zx/Ctl. See docs/ctl.md.",
+		exit:    "0 success; 1 the status could not be read, or CMD failed (an unknown command, pass below the last layer), with the reason; 2 bad usage.",
 		example: "zx ctl zx://127.0.0.1/ pass debug on",
 		run:     runCtl,
 	}

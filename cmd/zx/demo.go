@@ -34,6 +34,7 @@ func demoCommand() command {
 			"of the root, and a ping; then it mounts the tree with FUSE (when /dev/fuse is there) and lists a " +
 			"directory and reads a file twice through the mount. Then it keeps serving (and mounted), so you can try other commands, until " +
 			"interrupted; with --once it exits after the demo.",
+		exit:    "0 the demo ran (and, without --once, was then stopped by SIGINT or SIGTERM); 1 a step failed; 2 bad usage.",
 		example: "zx demo\nzx demo --once --rtt 100ms ~/src",
 		run:     runDemo,
 	}

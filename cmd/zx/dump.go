@@ -25,8 +25,8 @@ func dumpCommand() command {
 			"--exclude is a find predicate for entries to leave out, with everything below them " +
 			"(paths in it are paths inside SRC). An interrupted dump writes no snapshot and leaves " +
 			"the earlier ones intact. The store is browsable as a read-only tree: zx serve --dump " +
-			"STORE. Run it daily from cron (see docs/dump.md). Exit status: 0; 1 if the dump failed " +
-			"or some entries could not be read (each is reported); 2 bad usage.",
+			"STORE. Run it daily from cron (see docs/dump.md).",
+		exit:    "0 success; 1 if the dump failed or some entries could not be read (each is reported); 2 bad usage.",
 		example: "zx dump --exclude 'name=.git' zx://server/@src/proj",
 		run:     runDump,
 	}
@@ -78,9 +78,9 @@ func runDump(args []string) int {
 	fs := newFlagSet(c)
 	opts.register(fs)
 	var excl strList
-	fs.Var(&excl, "exclude", "a find predicate for entries to leave out (repeatable), e.g. 'name=.git'")
-	storeFlag := fs.String("store", "", "the store directory (default $ZX_DUMP, else ~/.local/share/zx/dump)")
-	name := fs.String("name", "", "the tree's name in the store (default: the last element of SRC)")
+	fs.Var(&excl, "exclude", "a find predicate `PRED` for entries to leave out (repeatable), e.g. 'name=.git'")
+	storeFlag := fs.String("store", "", "the store directory `DIR` (default $ZX_DUMP, else ~/.local/share/zx/dump)")
+	name := fs.String("name", "", "the tree's name `TREE` in the store (default: the last element of SRC)")
 	force := fs.Bool("force", false, "dump into a tree that holds dumps of another source")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {

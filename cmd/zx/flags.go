@@ -69,7 +69,7 @@ func parseFlags(fs *flag.FlagSet, c command, args []string) ([]string, int) {
 			return nil, exitOK
 		}
 		if err != nil {
-			return nil, usageError(c, err.Error())
+			return nil, usageError(c, flagError(err, m[1]))
 		}
 		i += n - 1
 	}
@@ -78,6 +78,17 @@ func parseFlags(fs *flag.FlagSet, c command, args []string) ([]string, int) {
 
 // flagShape matches the arguments taken as flags, capturing the name.
 var flagShape = regexp.MustCompile(`^--?([A-Za-z][A-Za-z0-9-]*)(=.*)?$`)
+
+// flagError is the flag package's message about the flag name, with the
+// name written as the help writes it (--name, not -name, for a long one):
+// "flag provided but not defined: --bogus".
+func flagError(err error, name string) string {
+	msg := err.Error()
+	if len(name) > 1 {
+		msg = strings.Replace(msg, "-"+name, "--"+name, 1)
+	}
+	return msg
+}
 
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
@@ -113,6 +124,11 @@ func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
 	if flags.Len() > 0 {
 		fmt.Fprintf(w, "\nFlags:\n%s", flags.String())
 	}
+	exit := c.exit
+	if exit == "" {
+		exit = defaultExit
+	}
+	fmt.Fprintf(w, "\n%s\n", wrap("Exit status: "+exit, 76))
 	if c.example != "" {
 		fmt.Fprintf(w, "\nExample:\n\n\t%s\n", strings.ReplaceAll(c.example, "\n", "\n\t"))
 	}

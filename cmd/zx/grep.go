@@ -22,8 +22,8 @@ func grepCommand() command {
 			"with a NUL byte in their first 8 KiB are taken as binary and skipped. -i ignores case, -l prints " +
 			"only the names of files with a match, -c prints each file's count of matching lines. With --json " +
 			"it prints {\"path\":..,\"line\":N,\"text\":..} per match ({\"path\":..} with -l, " +
-			"{\"path\":..,\"count\":N} with -c). Like grep(1), it exits with 0 if a line matched, 1 if none " +
-			"did and 2 on an error.",
+			"{\"path\":..,\"count\":N} with -c).",
+		exit:    "as grep(1): 0 if a line matched, 1 if none did, 2 on an error (usage errors and bad regular expressions included).",
 		example: "zx grep -n 'func main' zx://127.0.0.1/src '~*.go'",
 		run:     runGrep,
 	}

@@ -26,7 +26,7 @@ func histCommand() command {
 			"latest). --diff VERSION prints a unified diff from that version to the current file, read " +
 			"through the protocol. --restore VERSION writes that version back to PATH, or to DEST " +
 			"(a location or local path), through the protocol: a file with its mode and mtime, a " +
-			"directory with everything below it. Exit status: 0; 1 failure; 2 bad usage. See docs/dump.md.",
+			"directory with everything below it. See docs/dump.md.",
 		example: "zx hist --diff -2 zx://server/@src/proj/main.go",
 		run:     runHist,
 	}
@@ -136,11 +136,11 @@ func runHist(args []string) int {
 	var opts commonFlags
 	fs := newFlagSet(c)
 	opts.register(fs)
-	storeFlag := fs.String("store", "", "the store directory (default $ZX_DUMP, else ~/.local/share/zx/dump)")
-	name := fs.String("name", "", "the tree in the store (default: the one whose source holds PATH)")
-	diff := fs.String("diff", "", "print a unified diff from VERSION (YYYY/MMDD[.N] or -N) to the current file")
-	restore := fs.String("restore", "", "write VERSION (YYYY/MMDD[.N] or -N) back to PATH, or to --to DEST")
-	to := fs.String("to", "", "with --restore: where to write the version (a location or local path)")
+	storeFlag := fs.String("store", "", "the store directory `DIR` (default $ZX_DUMP, else ~/.local/share/zx/dump)")
+	name := fs.String("name", "", "the tree `TREE` in the store (default: the one whose source holds PATH)")
+	diff := fs.String("diff", "", "print a unified diff from `VERSION` (YYYY/MMDD[.N] or -N) to the current file")
+	restore := fs.String("restore", "", "write `VERSION` (YYYY/MMDD[.N] or -N) back to PATH, or to --to DEST")
+	to := fs.String("to", "", "with --restore: where to write the version: `DEST`, a location or local path")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code

@@ -22,6 +22,7 @@ func keygenCommand() command {
 			"Send the public key line to the administrator of a server, who adds it to the server's " +
 			"authorized file with a user name and the trees you may use (see docs/security.md). " +
 			"It never overwrites a key: with --print it prints the public key of the existing one instead.",
+		exit:    "0 success; 1 failure (a key exists already at FILE: it is never overwritten); 2 bad usage.",
 		example: "zx keygen\nzx keygen --print --json",
 		run:     runKeygen,
 	}
@@ -31,7 +32,7 @@ func runKeygen(args []string) int {
 	c := keygenCommand()
 	fs := newFlagSet(c)
 	file := fs.String("f", "", "key `FILE` (default $XDG_CONFIG_HOME/zx/id_ed25519)")
-	comment := fs.String("C", "", "comment on the public key line, e.g. you@laptop (default USER@HOST)")
+	comment := fs.String("C", "", "`COMMENT` on the public key line, e.g. you@laptop (default USER@HOST)")
 	show := fs.Bool("print", false, "print the public key of the existing key; make none")
 	asJSON := fs.Bool("json", false, `print {"publicKey": .., "fingerprint": .., "file": ..}`)
 	rest, code := parseFlags(fs, c, args)

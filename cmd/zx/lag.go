@@ -25,6 +25,7 @@ func lagCommand() command {
 			"--cut-within at a random time up to DURATION after it opened (draws are repeatable with --seed), " +
 			"and --stall-after stops forwarding on it after DURATION, for --stall-for (default: for ever, a half-open link). " +
 			"It prints \"zx lag: ADDR -> ADDR rtt=.. rate=..\" to stderr when ready and runs until SIGINT or SIGTERM.",
+		exit:    "0 stopped by SIGINT or SIGTERM; 1 it could not listen (or --listen is not a loopback address); 2 bad usage.",
 		example: "zx serve --listen 127.0.0.1:5640 . &\nzx lag --listen 127.0.0.1:5641 --to 127.0.0.1:5640 --rtt 50ms --rate 100mbit &\nzx find zx://127.0.0.1:5641/ '~*.go' --stats",
 		run:     runLag,
 	}
@@ -33,10 +34,10 @@ func lagCommand() command {
 func runLag(args []string) int {
 	c := lagCommand()
 	fs := newFlagSet(c)
-	listen := fs.String("listen", "", "address to listen on (loopback only), e.g. 127.0.0.1:5641")
-	to := fs.String("to", "", "address to forward to, e.g. 127.0.0.1:5640")
+	listen := fs.String("listen", "", "`ADDR` to listen on (loopback only), e.g. 127.0.0.1:5641")
+	to := fs.String("to", "", "`ADDR` to forward to, e.g. 127.0.0.1:5640")
 	rtt := fs.Duration("rtt", 0, "round-trip time to add, e.g. 50ms")
-	rate := fs.String("rate", "", "bandwidth per direction, e.g. 100mbit, 10MB (default: unlimited)")
+	rate := fs.String("rate", "", "bandwidth `RATE` per direction, e.g. 100mbit, 10MB (default: unlimited)")
 	var cutAfter, cutRandom int64
 	fs.Func("cut-after", "cut each connection once `BYTES` went through one way (e.g. 100000, 64KiB)", func(v string) error {
 		n, err := parseSize(v)

@@ -20,6 +20,10 @@ const (
 	exitUsage = 2 // bad usage (grep: an error)
 )
 
+// defaultExit is what the exit statuses of a command mean unless its
+// command.exit says otherwise.
+const defaultExit = "0 success; 1 an operation failed (each failure is reported on stderr); 2 bad usage (unknown flag, bad operand)."
+
 // A command is one subcommand of zx.
 type command struct {
 	name    string
@@ -27,6 +31,7 @@ type command struct {
 	summary string // one line, for the command list
 	help    string // one paragraph
 	example string
+	exit    string // its exit statuses, if not the usual ones (defaultExit)
 	run     func(args []string) int
 }
 

@@ -48,6 +48,7 @@ func mountCommand() command {
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
 			"user's ssh configuration, agent and known hosts, as sshfs does) to start \"zx serve --stdio DIR\" " +
 			"on the host, and mounts the tree it serves.",
+		exit:    "0 mounted (the daemon serves it); 1 not mounted (the server cannot be reached, MOUNTPOINT is not an empty directory or is mounted already, the cache directory is in use ...); 2 bad usage or option.",
 		example: "zx mount -o writeback,cache_dir=$HOME/.cache/zx zx://127.0.0.1/src /mnt/src && ls -l /mnt/src",
 		run:     runMount,
 	}
@@ -157,15 +158,15 @@ func runMount(args []string) int {
 	var o mountOptions
 	fs := newFlagSet(c)
 	fs.BoolVar(&o.foreground, "f", false, "stay in the foreground")
-	opts := fs.String("o", "", "mount options, comma-separated (see above)")
+	opts := fs.String("o", "", "mount `OPTIONS`, comma-separated (see above)")
 	fs.DurationVar(&o.coherency, "coherency", time.Second, "how stale cached metadata may be when the server cannot push change notices")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound on every wait for the server; a call not answered by then fails (EIO/ETIMEDOUT)")
-	fs.StringVar(&o.cacheDir, "cache-dir", "", "keep file data on disk here too, across mounts (and the write-back journal)")
-	cacheSize := fs.String("cache-size", "1G", "bound on the disk cache, e.g. 512M or 10G")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "keep file data on disk in `DIR` too, across mounts (and the write-back journal)")
+	cacheSize := fs.String("cache-size", "1G", "bound `SIZE` on the disk cache, e.g. 512M or 10G")
 	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
-	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping: user (the server's user shows as you), none, or file:PATH")
+	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping `MAP`: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
-	siblings := fs.String("siblings", "8M", "bytes of a directory's small files one read streams ahead, e.g. 2M (0: none)")
+	siblings := fs.String("siblings", "8M", "`SIZE` in bytes of a directory's small files one read streams ahead, e.g. 2M (0: none)")
 	fs.IntVar(&o.prefetch, "prefetch", 20000, "entries of metadata the first listing of a directory prefetches from its subtree (0: none)")
 	o.ssh.register(fs)
 	o.sec.register(fs)
@@ -466,6 +467,7 @@ func umountCommand() command {
 			"sent at the next mount of the same location with the same cache directory. It then " +
 			"unmounts with fusermount3, lazily if the mount is busy or its server is gone, so it " +
 			"always succeeds for a zx mount with nothing pending.",
+		exit:    "0 unmounted; 1 not unmounted (written data could not reach the server, or MOUNTPOINT is not a zx mount); 2 bad usage.",
 		example: "zx umount /mnt/src",
 		run:     runUmount,
 	}

@@ -25,8 +25,8 @@ func replCommand() command {
 			"zx trees, --state is required. An interrupted run leaves every file old or new, and " +
 			"the next run finishes the job. -v prints every action; --dry-run prints what it would " +
 			"do and changes nothing; --json prints one object per action and a summary. A progress " +
-			"bar shows on stderr when it is a terminal. Exit status: 0 in sync, 1 conflicts or " +
-			"errors, 2 bad usage. See docs/repl.md.",
+			"bar shows on stderr when it is a terminal. See docs/repl.md.",
+		exit:    "0 in sync; 1 conflicts or errors; 2 bad usage.",
 		example: "zx repl ~/src/proj zx://server/@src/proj",
 		run:     runRepl,
 	}
@@ -39,8 +39,8 @@ func runRepl(args []string) int {
 	opts.register(fs)
 	dry := fs.Bool("dry-run", false, "print what would be done, and do nothing")
 	verbose := fs.Bool("v", false, "print every action as it is done")
-	stateFile := fs.String("state", "", "the state file (default: DIR/.zx-repl/NAME.json in the first local side)")
-	exclude := fs.String("exclude", "", "a find predicate for entries not to sync, on both sides (e.g. 'name=.git | ~*.o')")
+	stateFile := fs.String("state", "", "the state `FILE` (default: DIR/.zx-repl/NAME.json in the first local side)")
+	exclude := fs.String("exclude", "", "a find predicate `PRED` for entries not to sync, on both sides (e.g. 'name=.git | ~*.o')")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code

@@ -57,6 +57,7 @@ func serveCommand() command {
 			"each connection's requests are paced to --request-rate, a reply the client does not read for " +
 			"--stall-timeout is abandoned, and connections idle for --idle-timeout are closed. " +
 			"A client that hits a limit is told which one.",
+		exit: "0 stopped by SIGINT or SIGTERM with every request finished; 1 it could not start (a directory it cannot export, an address it cannot listen on, no authorized file beyond loopback) or cut off requests still running after 10 seconds; 2 bad usage.",
 		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs\n" +
 			"zx serve --listen 0.0.0.0:5640 --authorized /etc/zx/authorized /srv/project",
 		run: runServe,
@@ -66,7 +67,7 @@ func serveCommand() command {
 func runServe(args []string) int {
 	c := serveCommand()
 	fs := newFlagSet(c)
-	listen := fs.String("listen", "127.0.0.1:"+server.DefaultPort, "address to listen on; anything but loopback means TLS and client keys")
+	listen := fs.String("listen", "127.0.0.1:"+server.DefaultPort, "`ADDR` to listen on; anything but loopback means TLS and client keys")
 	forceTLS := fs.Bool("tls", false, "speak TLS and require authorized client keys on loopback too")
 	state := fs.String("state", "", "`DIR` keeping the server's key and certificate (default $XDG_CONFIG_HOME/zx/server or ~/.config/zx/server)")
 	authorized := fs.String("authorized", "", "`FILE` of client keys that may connect, with their users, trees and rights (default DIR/authorized in --state)")
@@ -76,7 +77,7 @@ func runServe(args []string) int {
 	var compress compressFlag
 	compress.register(fs)
 	stdio := fs.Bool("stdio", false, "serve one connection on standard input and output (what ssh:// locations run), then exit")
-	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	level := fs.String("log-level", "warn", "log `LEVEL`: debug, info, warn or error")
 	dumpStore := fs.String("dump", "", "also export the dump store `STORE`, read-only, as the tree \"dump\"")
 	trees := map[string]string{}
 	var order []string

@@ -18,9 +18,9 @@ type sshFlags struct {
 
 func (o *sshFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.command, "ssh-command", envOr("ZX_SSH", "ssh"),
-		"ssh program and options for ssh:// locations, split at blanks (env ZX_SSH)")
+		"the ssh `CMD` (program and options) for ssh:// locations, split at blanks (env ZX_SSH)")
 	fs.StringVar(&o.remoteZX, "remote-zx", envOr("ZX_REMOTE_ZX", "zx"),
-		"command that runs zx on the host of an ssh:// location (env ZX_REMOTE_ZX)")
+		"the `CMD` that runs zx on the host of an ssh:// location (env ZX_REMOTE_ZX)")
 }
 
 func envOr(name, def string) string {

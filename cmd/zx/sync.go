@@ -23,9 +23,9 @@ func syncCommand() command {
 			"server flush the exported file system to its disk (syncfs), so that the data survives " +
 			"a power loss of the server. It is an fsync of the mount point; a program's fsync of a " +
 			"file or directory in the mount waits the same way and makes that file or directory " +
-			"durable. ('sync -f' does not reach a FUSE mount: Linux does not pass syncfs on.) " +
-			"Exit status 1 if some data could not be sent (it stays in the mount's journal) or " +
-			"the server's disk failed.",
+			"durable. ('sync -f' does not reach a FUSE mount: Linux does not pass syncfs on.)",
+		exit: "0 all of it is on the server's disk; 1 some data could not be sent (it stays in the mount's journal), " +
+			"the server's disk failed, or MOUNTPOINT is not a zx mount; 2 bad usage.",
 		example: "cp -r build /mnt/src/ && zx sync /mnt/src",
 		run:     runSync,
 	}
