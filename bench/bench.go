@@ -191,9 +191,28 @@ progress or from a subtree; when smaller RTTs show that a run would exceed
 the cap, only the subtree or a run cut short at a third of the cap is made.
 Projections are labelled so.
 
+Exit status: 0 success; 1 a measurement failed; 2 bad usage; 3 the
+benchmark panicked; 130 interrupted (after cleaning up).
+
 Flags:
 `)
-		fs.PrintDefaults()
+		// As every zx command lists them: --name for long flags.
+		fs.VisitAll(func(f *flag.Flag) {
+			name, usage := flag.UnquoteUsage(f)
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			fmt.Fprintf(fs.Output(), "  %s%s", dash, f.Name)
+			if name != "" {
+				fmt.Fprintf(fs.Output(), " %s", name)
+			}
+			fmt.Fprintf(fs.Output(), "\n    \t%s", usage)
+			if d := f.DefValue; d != "" && d != "false" && d != "0" {
+				fmt.Fprintf(fs.Output(), " (default %s)", d)
+			}
+			fmt.Fprintln(fs.Output())
+		})
 		fmt.Fprint(fs.Output(), "\nExample:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
 			"\tzx bench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
 	}
