@@ -1,7 +1,8 @@
 // Package zx defines the data model and the interfaces of the zx file system:
-// directory entries as attribute sets, the Tree and Finder interfaces that every
-// layer implements (local disk, memory, network client, cache, control files),
-// and the error kinds that cross the wire.
+// directory entries as attribute sets, the Tree interface that every layer
+// implements (local disk, memory, network client, cache, control files) and
+// the optional abilities a layer may add (Finder, Watcher, AckWatcher,
+// Linker, StatFSer, Syncer), and the error kinds that cross the wire.
 //
 // # Calls return channels
 //

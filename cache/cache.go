@@ -1,9 +1,12 @@
 // Package cache is a caching zx.Tree layer over a remote tree (normally
 // the client): it keeps entries, complete directory listings, negative
-// lookups and whole-file data in memory, and keeps them coherent with the
-// remote's change notices (zx.Watcher), falling back to a coherency window
-// when it has none. Writes go through and update the cache from their
-// replies. See docs/cache.md for the exact rules.
+// lookups and whole-file data in memory (and file data on disk too, with
+// Options.Dir), and keeps them coherent with the remote's change notices
+// (zx.Watcher; acknowledged, zx.AckWatcher, when the remote can), falling
+// back to a coherency window when it has none. Writes go through and
+// update the cache from their replies, or, with a write-back journal
+// (Options.Journal), are journaled on local disk and sent in the
+// background. See docs/cache.md for the exact rules.
 package cache
 
 import (

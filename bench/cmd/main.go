@@ -1,5 +1,5 @@
-// Command cmd runs the zx-vs-sshfs benchmark (package bench) until it is
-// wired into the zx command as "zx bench":
+// Command cmd runs the zx-vs-sshfs benchmark (package bench), as "zx
+// bench" does, with the same flags, without building the zx command:
 //
 //	go run ./bench/cmd [flags]
 package main
