@@ -202,9 +202,10 @@ func runDemoSteps(ctx context.Context, out *bufio.Writer, conn *client.Conn, t *
 }
 
 // demoMount mounts the served tree read-only with FUSE on a temporary
-// directory and shows what programs see through it: a listing is one round
-// trip, a cold file one, the same file again none. It returns the mount
-// point and how to undo it.
+// directory and shows what programs see through it: a first listing of a
+// directory costs no round trip (the root's listing, as the mount starts,
+// prefetched the subtree's metadata), a cold file one, the same file again
+// none. It returns the mount point and how to undo it.
 func demoMount(ctx context.Context, out *bufio.Writer, conn *client.Conn) (string, func(), error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return "", nil, fmt.Errorf("no /dev/fuse: %v", err)
@@ -252,7 +253,7 @@ func demoMount(ctx context.Context, out *bufio.Writer, conn *client.Conn) (strin
 	if sub == "" {
 		return mnt, undo, nil
 	}
-	run("ls -l MNT/"+sub+"  (cold)", "ls", "-l", filepath.Join(mnt, sub))
+	run("ls -l MNT/"+sub+"  (first listing; the mount prefetches metadata)", "ls", "-l", filepath.Join(mnt, sub))
 	if ents, err := os.ReadDir(mnt); err == nil {
 		for _, e := range ents {
 			if info, err := e.Info(); err == nil && e.Type().IsRegular() && info.Size() < 1<<20 {
