@@ -41,7 +41,9 @@
 // the temporary is removed and the old file stays. A server killed in the
 // middle leaves its temporary behind, never a half-written file; the next
 // listing of that directory removes temporaries older than the FS (and a
-// minute old). Other Puts write in place. Names that start with ".zx-tmp-" are reserved: they never appear in
+// minute old). Other Puts write in place, and so do those that empty a
+// file with no data (a truncation in place is as atomic) or that write to
+// a file with other names (hard links): the file keeps its inode. Names that start with ".zx-tmp-" are reserved: they never appear in
 // Get, Find or Watch replies, and a request that names one fails with
 // zx.ErrInvalid.
 //

@@ -619,3 +619,61 @@ func TestWatchOverflow(t *testing.T) {
 		t.Fatal("no overflow")
 	}
 }
+
+// TestEmptyKeepsInode: a Put that empties a file with no data (as a
+// mount sends for open(O_TRUNC)) truncates it in place: the file keeps
+// its inode, and a descriptor open on it writes to the file the name
+// holds. One with data still replaces the file (atomically).
+func TestEmptyKeepsInode(t *testing.T) {
+	f, dir := newFS(t, Options{})
+	ctx := t.Context()
+	ino := func() uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, "f"), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	put(t, f, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.AMode: zx.FormatMode(0o640), "keep": "me"}, "old contents")
+	ino0 := ino()
+	fd, err := os.OpenFile(filepath.Join(dir, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	for _, data := range []io.Reader{&errReader{n: 0}, nil, strings.NewReader("")} {
+		put(t, f, "/f", zx.Dir{}, "old contents") // in place
+		rep := <-f.Put(ctx, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, 0, data)
+		if _, isErr := data.(*errReader); isErr {
+			if rep.Err == nil {
+				t.Fatal("put with a failing reader: no error")
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "old contents" {
+				t.Fatalf("after a failed put: %q", b)
+			}
+		} else if rep.Err != nil || rep.Dir.Size() != 0 {
+			t.Fatalf("put %T: %v %v", data, rep.Dir, rep.Err)
+		}
+		if got := ino(); got != ino0 {
+			t.Fatalf("put %T: inode %d, was %d", data, got, ino0)
+		}
+	}
+	if _, err := fd.WriteAt([]byte("via fd"), 0); err != nil {
+		t.Fatal(err)
+	}
+	d, err := zx.Stat(ctx, f, "/f")
+	if err != nil || d["keep"] != "me" || d.Mode()&0o777 != 0o640 {
+		t.Fatalf("attrs after emptying: %v %v", d, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "via fd" {
+		t.Fatalf("file is %q", b)
+	}
+	put(t, f, "/f", zx.Dir{zx.AType: zx.TypeFile, zx.ASize: "0"}, "new")
+	if ino() == ino0 {
+		t.Fatal("a put of new contents did not replace the file")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "new" {
+		t.Fatalf("file is %q", b)
+	}
+	noTemps(t, dir)
+}

@@ -1,6 +1,7 @@
 package lfs
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
@@ -20,7 +21,9 @@ import (
 // new file aside (see the package comment) and renames it into place when
 // all data is in; it replaces the file's inode. A file with other names
 // (hard links) is the exception: it is truncated and written in place, as
-// open(2) with O_TRUNC would, so that all its names keep seeing one file.
+// open(2) with O_TRUNC would, so that all its names keep seeing one file;
+// and so is a file emptied with no data, truncated in place (as atomic as
+// a replacement), so that it keeps its inode.
 // Any other Put to a file writes in place.
 // New files get mode 0644 and new directories 0755 unless d says otherwise,
 // whatever the umask. Put of a symbolic link (type "l", "target") ignores
@@ -114,6 +117,20 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 	if typ == zx.TypeFile {
 		// A file with other names (hard links) is truncated in place, as
 		// open(O_TRUNC) does: replacing it would split it from them.
+		if exists && a.size == 0 && st.Nlink <= 1 {
+			// Emptied, with no data: truncating in place is as
+			// atomic as a replacement, and the file keeps its inode
+			// (a mount that empties an open file and writes to it
+			// later goes on writing to one file; so do the
+			// server's own processes).
+			var empty bool
+			if empty, data, err = noData(ctx, data); err != nil {
+				return nil, err
+			}
+			if empty {
+				return f.update(ctx, pd.fd, name, p, a, &st, off, nil)
+			}
+		}
 		if !exists || a.size == 0 && st.Nlink <= 1 {
 			if exists && a.mode < 0 {
 				// The new file takes the old one's mode, less the
@@ -148,6 +165,50 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 	}
 	return f.statAt(pd.fd, name, p)
 }
+
+// noData reports whether data holds no bytes, reading at most one of
+// them; rest is data with what was read put back. It reads in another
+// goroutine, as copyIn does, so that a cancelled ctx stops it.
+func noData(ctx context.Context, data io.Reader) (empty bool, rest io.Reader, err error) {
+	if data == nil {
+		return true, nil, nil
+	}
+	type peek struct {
+		b   []byte
+		err error
+	}
+	c := make(chan peek, 1)
+	go func() {
+		b := make([]byte, 1)
+		var n int
+		var err error
+		for n == 0 && err == nil {
+			n, err = data.Read(b)
+		}
+		c <- peek{b[:n], err}
+	}()
+	select {
+	case <-ctx.Done():
+		return false, nil, ctx.Err()
+	case pk := <-c:
+		switch {
+		case len(pk.b) == 0 && pk.err == io.EOF:
+			return true, nil, nil
+		case len(pk.b) == 0:
+			return false, nil, pk.err
+		case pk.err == io.EOF:
+			return false, bytes.NewReader(pk.b), nil
+		case pk.err != nil:
+			return false, io.MultiReader(bytes.NewReader(pk.b), failReader{pk.err}), nil
+		}
+		return false, io.MultiReader(bytes.NewReader(pk.b), data), nil
+	}
+}
+
+// failReader fails every Read with err.
+type failReader struct{ err error }
+
+func (r failReader) Read([]byte) (int, error) { return 0, r.err }
 
 // ownByCaller makes what a put creates belong to the user the request
 // acts as (zx.CallerFrom), unless the put says otherwise. Only a server

@@ -96,8 +96,9 @@ func (n *node) setDir(d zx.Dir) {
 }
 
 // sendingWrites notes that writes of the open handles are about to be
-// sent. A Put of ours may give the file a new server inode number (lfs
-// writes a Put that empties a file aside and renames it into place):
+// sent. A Put of ours may give the file a new server inode number (a
+// server may write a whole file aside and rename it into place, as lfs
+// did for a Put that empties one):
 // until wroteWrites has learnt it from the reply, a lookup that meets
 // the new number takes it for this file (see newChild), not for another
 // one; the handles write by path, so the file at the path is theirs.

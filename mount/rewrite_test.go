@@ -1,6 +1,7 @@
 package mount_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/mount"
 )
 
@@ -20,14 +22,13 @@ var modes = []struct {
 }{{"pipelined", mount.Options{}}, {"waiting", mount.Options{NoPipeline: true}}}
 
 // TestRewriteKeepsInode: a file truncated to nothing through one
-// descriptor and then written through another stays one file, though
-// the server replaces it by a new one (lfs writes a Put that empties a
-// file aside and renames it into place: a new server inode). A chmod
-// sends the truncation ahead of close; the lookup a failed mkdir makes
-// then met the server's new inode number, which the mount had not
-// learnt, and gave the name a new inode: the other descriptor's writes
-// went to a file without a name, and were lost (TestDifferential,
-// ZX_SEED=1795573239234192891).
+// descriptor and then written through another stays one file. lfs used
+// to write a Put that empties a file aside and rename it into place (a
+// new server inode); a chmod sends the truncation ahead of close; the
+// lookup a failed mkdir makes then met the server's new inode number,
+// which the mount had not learnt, and gave the name a new inode: the
+// other descriptor's writes went to a file without a name, and were lost
+// (TestDifferential, ZX_SEED=1795573239234192891).
 func TestRewriteKeepsInode(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -146,5 +147,49 @@ func TestRewriteHardLink(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestRewriteKeepsInodeWriteBack is TestRewriteKeepsInode with
+// write-back, whose writes the mount never hears the replies of: with
+// the truncation on the server (Sync) before the lookup, lfs must not
+// have given the file a new inode (it truncates a file emptied with no
+// data in place), or the name would get a new inode, without the data
+// written to the other descriptor.
+func TestRewriteKeepsInodeWriteBack(t *testing.T) {
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true}})
+	p := e.p("g")
+	a, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	must(t, err)
+	b, err := unix.Open(p, unix.O_RDWR|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(a)
+		t.Fatal(err)
+	}
+	defer func() {
+		if a >= 0 {
+			unix.Close(a)
+			unix.Close(b)
+		}
+	}()
+	must(t, os.Chmod(p, 0o640))
+	must(t, e.m.Sync(context.Background()))
+	wantErrno(t, os.Mkdir(p, 0o755), syscall.EEXIST, "mkdir over a file")
+	if _, err := unix.Pwrite(a, []byte("1234567"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("\x00", 4096) + "1234567"
+	if got := readFile(t, p); got != want {
+		t.Errorf("read %d bytes before close, want %d", len(got), len(want))
+	}
+	must(t, unix.Close(a))
+	must(t, unix.Close(b))
+	a, b = -1, -1
+	must(t, e.m.Sync(context.Background()))
+	if got := readFile(t, p); got != want {
+		t.Errorf("read %d bytes after close, want %d", len(got), len(want))
+	}
+	if got := e.server(t, "g"); got != want {
+		t.Errorf("on the server: %d bytes, want %d", len(got), len(want))
 	}
 }
