@@ -1158,7 +1158,6 @@ func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 	}
 	c.pendDel(paths...)
 	var cbs []inval
-	var acks []func()
 	for _, p := range paths {
 		if c.pend[p] > 0 {
 			continue
@@ -1167,14 +1166,10 @@ func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 		delete(c.deferred, p)
 		for _, ev := range evs {
 			cbs = append(cbs, c.apply(ev)...)
-			if ev.Ack != nil {
-				acks = append(acks, ev.Ack)
-			}
 		}
 	}
 	c.mu.Unlock()
 	c.callback(cbs)
-	c.acknowledge(acks, len(cbs) > 0)
 }
 
 func overlapsAny(a, b []string) bool {

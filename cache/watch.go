@@ -109,7 +109,6 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 			c.mu.Lock()
 			c.stats.Events++
 			var cbs []inval
-			deferred := false
 			if p := ev.Dir.Path(); ev.Kind != zx.Overflow && (c.pend[p] > 0 || ev.From != "" && c.pend[ev.From] > 0) {
 				// A local write on p is in flight: this may be its own
 				// notice. Decide when its reply is in (see end).
@@ -128,14 +127,13 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 					c.deferred[p] = append(c.deferred[p], again)
 				} else {
 					c.deferred[p] = append(c.deferred[p], ev)
-					deferred = true
 				}
 			} else {
 				cbs = c.apply(ev)
 			}
 			c.mu.Unlock()
 			c.callback(cbs)
-			if ev.Ack != nil && !deferred {
+			if ev.Ack != nil {
 				c.acknowledge([]func(){ev.Ack}, len(cbs) > 0)
 			}
 		}
