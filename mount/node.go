@@ -150,6 +150,22 @@ func (n *node) learnIno(d zx.Dir) {
 	n.m.rekey(old, nd, n.path(), n.StableAttr().Ino)
 }
 
+// linksChanged adds k to the link count of n, a directory, for a
+// directory made in it or removed from it (or renamed into or out of it):
+// until a stat brings the server's count, getattr may answer from n's
+// entry (pendingAttr, while n's own creation is in flight), as tar -x
+// does right after making the directories in one.
+func (n *node) linksChanged(k int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.d == nil || !n.d.IsDir() || n.d[zx.ANlink] == "" {
+		return
+	}
+	nd := n.d.Clone()
+	nd.SetInt(zx.ANlink, max(nd.Int(zx.ANlink)+k, 2))
+	n.d = nd
+}
+
 func (n *node) dir() zx.Dir {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -447,6 +463,9 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	}
 	n.m.beforeChange()
 	if nd, ok := n.createAhead(ctx, p, d); ok {
+		if nd.IsDir() {
+			n.linksChanged(+1)
+		}
 		return n.newChild(ctx, nd, p, out), nd, 0
 	}
 	rctx, cancel := n.m.rctx(ctx)
@@ -457,6 +476,9 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 		return nil, nil, errno(r.Err)
 	}
 	n.m.freshNote(p, false)
+	if r.Dir.IsDir() {
+		n.linksChanged(+1)
+	}
 	return n.newChild(ctx, r.Dir, p, out), r.Dir, 0
 }
 
@@ -562,6 +584,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	p := join(n.path(), name)
 	n.m.beforeChange()
 	if e, ok := n.removeAhead(ctx, p, dir); ok {
+		if e == 0 && dir {
+			n.linksChanged(-1)
+		}
 		return e
 	}
 	d, err := n.m.stat(ctx, p)
@@ -596,6 +621,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	}
 	n.m.freshNote(p, true)
 	n.m.forgetIno(d, p)
+	if dir {
+		n.linksChanged(-1)
+	}
 	if linked != nil {
 		n.RmChild(name) // as go-fuse will once we return
 		linked.relink(ctx, d, p)
@@ -733,6 +761,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	n.m.freshNote(from, true)
 	n.m.freshNote(to, false)
+	if np, ok := newParent.(*node); ok && np != n && src != nil && src.IsDir() {
+		n.linksChanged(-1)
+		if replaced == nil || !replaced.IsDir() {
+			np.linksChanged(+1)
+		}
+	}
 	if replaced != nil && (src == nil || src[zx.AIno] != replaced[zx.AIno]) {
 		n.m.forgetIno(replaced, to)
 	}
