@@ -69,7 +69,7 @@ func parseFlags(fs *flag.FlagSet, c command, args []string) ([]string, int) {
 			return nil, exitOK
 		}
 		if err != nil {
-			return nil, usageError(c, flagError(err, m[1]))
+			return nil, usageError(c, flagError(err, fs.Lookup(m[1]), m[1]))
 		}
 		i += n - 1
 	}
@@ -79,13 +79,27 @@ func parseFlags(fs *flag.FlagSet, c command, args []string) ([]string, int) {
 // flagShape matches the arguments taken as flags, capturing the name.
 var flagShape = regexp.MustCompile(`^--?([A-Za-z][A-Za-z0-9-]*)(=.*)?$`)
 
-// flagError is the flag package's message about the flag name, with the
-// name written as the help writes it (--name, not -name, for a long one):
-// "flag provided but not defined: --bogus".
-func flagError(err error, name string) string {
+// flagError is the flag package's message about the flag name (f, if
+// defined), with the name written as the help writes it (--name, not
+// -name, for a long one: "flag provided but not defined: --bogus"), and
+// for a value that does not parse, the form wanted.
+func flagError(err error, f *flag.Flag, name string) string {
 	msg := err.Error()
 	if len(name) > 1 {
 		msg = strings.Replace(msg, "-"+name, "--"+name, 1)
+	}
+	if f == nil || !strings.HasPrefix(msg, "invalid value") {
+		return msg
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			msg += " (want a duration such as 500ms, 30s or 2m)"
+		case int, int64, uint, uint64:
+			msg += " (want a whole number)"
+		case float64:
+			msg += " (want a number)"
+		}
 	}
 	return msg
 }
