@@ -24,6 +24,10 @@ func TestUsage(t *testing.T) {
 	if r := runZX(t, "", "ls", "-bogus", "zx://127.0.0.1/").want(t, 2, "unknown flag"); !strings.Contains(r.stderr, "not defined: --bogus") {
 		t.Errorf("zx ls -bogus said %q", r.stderr)
 	}
+	// A flag value that does not parse says what form it wants.
+	if r := runZX(t, "", "ls", "--timeout", "soon", "zx://127.0.0.1/").want(t, 2, "bad duration"); !strings.Contains(r.stderr, `invalid value "soon" for flag --timeout: parse error (want a duration such as`) {
+		t.Errorf("zx ls --timeout soon said %q", r.stderr)
+	}
 	runZX(t, "", "help").want(t, 0, "zx help")
 	for _, c := range commands() {
 		for _, h := range []string{"--help", "-h"} {
@@ -117,6 +121,10 @@ func TestCommands(t *testing.T) {
 		runZX(t, "", "wstat", loc("/big.dat"), "mtime="+mt.Format(time.RFC3339)).want(t, 0, "wstat mtime")
 		out := filepath.Join(local, "big.dat")
 		runZX(t, "", "get", "-o", out, loc("/big.dat")).want(t, 0, "get -o")
+		missing := filepath.Join(local, "missing", "big.dat")
+		if r := runZX(t, "", "get", "-o", missing, loc("/big.dat")).want(t, 1, "get -o into a missing directory"); !strings.Contains(r.stderr, "cannot write "+missing+": ") || strings.Contains(r.stderr, ".zx-get") {
+			t.Errorf("get -o into a missing directory said %q", r.stderr)
+		}
 		b, err := os.ReadFile(out)
 		if err != nil || !bytes.Equal(b, data) {
 			t.Fatalf("get -o: %v, %d bytes", err, len(b))
@@ -263,7 +271,10 @@ func TestCommands(t *testing.T) {
 		runZX(t, "", "rm", loc("/big.dat"), loc("/src/blob.bin")).want(t, 0, "rm two files")
 		runZX(t, "", "rm", loc("/big.dat")).want(t, 1, "rm of a missing file")
 		runZX(t, "", "rm", "-f", loc("/big.dat")).want(t, 0, "rm -f of a missing file")
-		runZX(t, "", "rm", loc("/src/sub")).want(t, 1, "rm of a non-empty directory")
+		r = runZX(t, "", "rm", loc("/src/sub")).want(t, 1, "rm of a non-empty directory")
+		if !strings.Contains(r.stderr, "directory not empty (zx rm -r removes") {
+			t.Errorf("rm of a non-empty directory said %q", r.stderr)
+		}
 		runZX(t, "", "rm", "-r", loc("/src/sub")).want(t, 0, "rm -r")
 		if _, err := os.Stat(filepath.Join(dir, "src/sub")); !os.IsNotExist(err) {
 			t.Errorf("rm -r left src/sub: %v", err)

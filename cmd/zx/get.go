@@ -167,7 +167,12 @@ func copyItems(ctx context.Context, w io.Writer, c <-chan zx.Item, prog *progres
 func writeFileAtomic(ctx context.Context, dst string, d zx.Dir, data <-chan zx.Item, prog *progress) error {
 	f, err := os.CreateTemp(filepath.Dir(dst), ".zx-get-*")
 	if err != nil {
-		return err
+		// Name the file asked for, not the temporary.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", filepath.Dir(dst), pe.Err)
+		}
+		return fmt.Errorf("cannot write %s: %w", dst, err)
 	}
 	tmp := f.Name()
 	_, err = copyItems(ctx, f, data, prog)

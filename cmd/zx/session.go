@@ -208,6 +208,10 @@ func explain(err error) string {
 		if strings.Contains(msg, "connection") || strings.Contains(msg, "EOF") {
 			return msg + " (the connection to the server was lost)"
 		}
+	case zx.ErrNotEmpty:
+		if ze := (*zx.Error)(nil); errors.As(err, &ze) && ze.Op == "remove" {
+			return msg + " (zx rm -r removes a directory with its contents)"
+		}
 	}
 	return msg
 }
