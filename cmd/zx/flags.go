@@ -111,13 +111,18 @@ func isBool(f *flag.Flag) bool {
 
 // usageError reports a usage error and returns exitUsage.
 func usageError(c command, msg string) int {
-	fmt.Fprintf(os.Stderr, "zx %s: %s\nusage: zx %s %s\nRun 'zx %s -h' for help.\n", c.name, msg, c.name, c.args, c.name)
+	fmt.Fprintf(os.Stderr, "zx %s: %s\nusage: %s\nRun 'zx %s -h' for help.\n", c.name, msg, c.usage(), c.name)
 	return exitUsage
+}
+
+// usage returns c's usage line: "zx NAME ARGS".
+func (c command) usage() string {
+	return strings.TrimSpace("zx " + c.name + " " + c.args)
 }
 
 // printHelp prints c's usage line, description, flags and example.
 func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: zx %s %s\n\n%s\n", c.name, c.args, wrap(c.help, 76))
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.usage(), wrap(c.help, 76))
 	var flags strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
