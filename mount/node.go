@@ -199,11 +199,15 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 		// Or a file with writes of ours in flight, which may have
 		// given it a new server number (see sendingWrites): a new
 		// inode would leave its open handles writing to a file with
-		// no name, and what they write would be lost.
+		// no name, and what they write would be lost. Unless the
+		// number is that of another file the mount knows (one of
+		// ours renamed over it, the tree not yet updated).
 		if in := n.GetChild(path.Base(p)); in != nil {
 			if cn, ok := in.Operations().(*node); ok {
-				if od := cn.dir(); od != nil && od.Type() == d.Type() && (strings.HasPrefix(od[zx.AIno], "~") || cn.writesInFlight()) {
-					m.rekey(od, d, p, in.StableAttr().Ino)
+				od := cn.dir()
+				ino := in.StableAttr().Ino
+				if od != nil && od.Type() == d.Type() && (strings.HasPrefix(od[zx.AIno], "~") || cn.writesInFlight() && m.inoFreeFor(d, p, ino)) {
+					m.rekey(od, d, p, ino)
 				}
 			}
 		}
@@ -226,6 +230,15 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 	out.SetEntryTimeout(t)
 	out.SetAttrTimeout(t)
 	return in
+}
+
+// inoFreeFor reports whether the server inode number of d, at p, is
+// given to no local inode, or to ino.
+func (m *FS) inoFreeFor(d zx.Dir, p string, ino uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.inos[inoKey(d, p)]
+	return !ok || cur == ino
 }
 
 // Lookup implements fs.NodeLookuper: from the cache when it knows.
