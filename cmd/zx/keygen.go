@@ -7,6 +7,8 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"os/user"
+	"strings"
 
 	"github.com/zxfs/zx/auth"
 )
@@ -21,7 +23,8 @@ func keygenCommand() command {
 			"and its public key to FILE.pub, and prints the public key and its fingerprint. " +
 			"Send the public key line to the administrator of a server, who adds it to the server's " +
 			"authorized file with a user name and the trees you may use (see docs/security.md). " +
-			"It never overwrites a key: with --print it prints the public key of the existing one instead.",
+			"It never overwrites a key: with --print it prints the public key of the existing one instead " +
+			"(the line of FILE.pub, with its comment, unless -C gives another).",
 		exit:    "0 success; 1 failure (a key exists already at FILE: it is never overwritten); 2 bad usage.",
 		example: "zx keygen\nzx keygen --print --json",
 		run:     runKeygen,
@@ -53,13 +56,18 @@ func runKeygen(args []string) int {
 			return fail("%v", err)
 		}
 	}
-	if *comment == "" {
+	givenComment := *comment != ""
+	if !givenComment {
 		host, _ := os.Hostname()
-		user := os.Getenv("USER")
-		if user == "" {
-			user = fmt.Sprint(os.Getuid())
+		name := os.Getenv("USER")
+		if name == "" {
+			if u, err := user.Current(); err == nil {
+				name = u.Username
+			} else {
+				name = fmt.Sprint(os.Getuid())
+			}
 		}
-		*comment = user + "@" + host
+		*comment = name + "@" + host
 	}
 	var key ed25519.PrivateKey
 	var err error
@@ -83,6 +91,16 @@ func runKeygen(args []string) int {
 	}
 	pub := key.Public().(ed25519.PublicKey)
 	line := auth.FormatPublicKey(pub, *comment)
+	if *show && !givenComment {
+		// The line keygen wrote, with its comment, if FILE.pub is still
+		// that key's.
+		if b, err := os.ReadFile(path + ".pub"); err == nil {
+			l := strings.TrimSpace(string(b))
+			if f := strings.Fields(l); len(f) >= 2 && strings.Join(f[:2], " ") == auth.FormatPublicKey(pub, "") {
+				line = l
+			}
+		}
+	}
 	if !*show {
 		if err := os.WriteFile(path+".pub", []byte(line+"\n"), 0o644); err != nil {
 			return fail("writing %s.pub: %v", path, err)

@@ -64,6 +64,11 @@ func TestKeygen(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v["publicKey"] != pub || !auth.ValidFingerprint(v["fingerprint"]) || v["file"] != key {
 		t.Fatalf("keygen --print --json: %q %v", r.stdout, err)
 	}
+	// Without -C, --print prints the line keygen wrote, with its comment.
+	r = runZX(t, "", "keygen", "-f", key, "--print").want(t, 0, "keygen --print")
+	if lines := strings.Split(r.stdout, "\n"); lines[0] != pub {
+		t.Errorf("keygen --print printed %q, want %q first", r.stdout, pub)
+	}
 	// A key others can read is refused, as ssh does.
 	os.Chmod(key, 0o644)
 	r = runZX(t, "", "keygen", "-f", key, "--print").want(t, 1, "keygen --print of a readable key")
