@@ -94,7 +94,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, "\nLocations are zx://HOST[:PORT]/PATH (default port 5640), or\n"+
 		"zx://HOST[:PORT]/@TREE/PATH for a tree other than the server's default one, or\n"+
 		"ssh://[USER@]HOST[:PORT]/DIR[//PATH] to serve DIR on HOST through ssh.\n\n"+
-		"Run 'zx help COMMAND' (or 'zx COMMAND -h') for the flags of a command.\n")
+		"Run 'zx help COMMAND' (or 'zx COMMAND -h') for the flags of a command.\n"+
+		"Exit status: 0 success, 1 failure, 2 bad usage, unless a command's help says otherwise.\n")
 }
 
 func helpCommand() command {
