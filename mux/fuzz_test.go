@@ -34,6 +34,8 @@ func FuzzServerFrames(f *testing.F) {
 	f.Add(frame(frame(hello, proto.FReq, 0, 3, req), proto.FData, 0, 3, bytes.Repeat([]byte("y"), proto.InitialStreamWindow/4)))
 	f.Add(frame(hello, proto.FPing, 0, 0, make([]byte, 16)))
 	f.Add(frame(hello, proto.FGoaway, 0, 0, proto.AppendError(nil, zx.E(zx.ErrIO, "", "", "bye"))))
+	// A batch of entries, which a server does not offer to take.
+	f.Add(frame(frame(hello, proto.FReq, 0, 1, req), proto.FDirs, 0, 1, proto.AppendDirs(nil, []zx.Dir{{"path": "/a"}})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget := NewBudget(4 << 20)
 		a, b := net.Pipe()
