@@ -774,6 +774,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	n.m.freshNote(from, true)
 	n.m.freshNote(to, false)
+	n.m.freshDrop(from)
+	n.m.freshDrop(to)
 	if np, ok := newParent.(*node); ok && np != n && src != nil && src.IsDir() {
 		n.linksChanged(-1)
 		if replaced == nil || !replaced.IsDir() {

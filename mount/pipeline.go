@@ -167,6 +167,20 @@ func (m *FS) freshNote(p string, gone bool) {
 	}
 }
 
+// freshDrop forgets that the directories at p and below are fresh: one
+// renamed over p, or from it, is not the one the mount made there, and
+// may hold anything (the reply to the create, which forgets it too, may
+// not have been handled yet).
+func (m *FS) freshDrop(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for q := range m.fresh {
+		if zx.HasPrefix(q, p) {
+			delete(m.fresh, q)
+		}
+	}
+}
+
 // pipeOp is a pipelined change in flight.
 type pipeOp struct {
 	paths []string
