@@ -1,5 +1,6 @@
-// Package lfs implements zx.Tree, zx.Finder and zx.Watcher over a directory
-// of the local disk: the tree a zx server exports. It runs on Linux.
+// Package lfs implements zx.Tree (and Finder, Watcher, Linker, StatFSer
+// and Syncer) over a directory of the local disk: the tree a zx server
+// exports. It runs on Linux.
 //
 // # Confinement
 //
