@@ -1,5 +1,6 @@
-// Package memfs is an in-memory zx.Tree, zx.Finder and zx.Watcher, for
-// tests, examples and synthetic trees (the control-file layer builds on it).
+// Package memfs is an in-memory zx.Tree (and Finder, Watcher, Linker and
+// Syncer), for tests, examples and synthetic trees (the control-file layer
+// builds on it).
 // It honours the whole zx contract, as checked by package zxtest.
 //
 // # Ordering
