@@ -384,10 +384,21 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	defer conn.Close()
 	t := conn.Tree(loc.Tree)
 	actx, cancel := context.WithTimeout(ctx, o.timeout)
+	// The stat of the directory to mount travels with the attach: one
+	// round trip, and a path that is missing or not a directory fails
+	// here, at once, rather than after the cache's watch gave up on it.
+	stc := t.Stat(actx, loc.Path)
 	_, err = t.Conn().Attach(actx, loc.Tree)
+	st := <-stc
 	cancel()
 	if err != nil {
 		return fail(err)
+	}
+	if st.Err != nil {
+		return fail(fmt.Errorf("cannot mount %s: %v", loc, st.Err))
+	}
+	if !st.Dir.IsDir() {
+		return fail(fmt.Errorf("cannot mount %s: %s is not a directory on the server (mount the directory holding it)", loc, loc.Path))
 	}
 	ca, err := cache.Open(subtree.New(t, loc.Path), copts)
 	if err != nil {

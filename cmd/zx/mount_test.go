@@ -288,7 +288,8 @@ func TestUmountPending(t *testing.T) {
 // exit status 1 and a message that says what to do, and change nothing:
 // mounting over a directory that has entries (unless -o nonempty), on a
 // zx mount again, and syncing or unmounting a directory that is not a zx
-// mount (an fsync of it would succeed and sync nothing).
+// mount (an fsync of it would succeed and sync nothing); mounting a path
+// the server does not have, or a file.
 func TestMountMistakes(t *testing.T) {
 	canMount(t)
 	srvDir := t.TempDir()
@@ -305,6 +306,22 @@ func TestMountMistakes(t *testing.T) {
 	if mounted(full) {
 		exec.Command("fusermount3", "-u", "-z", full).Run()
 		t.Fatal("mounted on a non-empty directory")
+	}
+	// A path on the server that is missing or not a directory fails at
+	// once (the cache's watch retried it for 10 s before), saying so.
+	empty := t.TempDir()
+	for _, c := range []struct{ path, want string }{
+		{"nope", "cannot mount " + loc + "nope: stat /nope: no such file or directory"},
+		{"remote", "cannot mount " + loc + "remote: /remote is not a directory on the server"},
+	} {
+		r := runZX(t, "", "mount", loc+c.path, empty).want(t, 1, "mount of /"+c.path)
+		if !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "watch failed") {
+			t.Errorf("mount of /%s said %q, want %q", c.path, r.stderr, c.want)
+		}
+		if mounted(empty) {
+			exec.Command("fusermount3", "-u", "-z", empty).Run()
+			t.Fatalf("mount of /%s mounted", c.path)
+		}
 	}
 	for _, cmd := range []string{"sync", "umount"} {
 		r := runZX(t, "", cmd, full).want(t, 1, "zx "+cmd+" of a plain directory")
