@@ -69,9 +69,9 @@ func whole(data string) []cache.Op { return []cache.Op{{Whole: true, Len: int64(
 // is gone: its records stay in the journal.
 func deadWriteBack(t *testing.T, dir string) *cache.WriteBack {
 	t.Helper()
-	srv, addr := serveClosable(t, memfs.New())
-	conn := dial(t, addr)
-	srv.Close()
+	// The connection is closed; the server stays until the test ends
+	// (closing it at once races with its Serve starting).
+	conn := dial(t, serve(t, memfs.New()))
 	conn.Close()
 	w, err := cache.NewWriteBack(dir, conn.Tree(""), nil)
 	if err != nil {
