@@ -98,9 +98,10 @@ func isZXMount(dir string) bool {
 	if err != nil {
 		return false
 	}
-	// A dead mount cannot be stat'ed (ENOTCONN): then the path as given.
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
+	// Resolve links in the parent only: a dead mount cannot be stat'ed
+	// (ENOTCONN), and a mount point is no link.
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
