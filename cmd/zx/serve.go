@@ -57,7 +57,7 @@ func serveCommand() command {
 			"each connection's requests are paced to --request-rate, a reply the client does not read for " +
 			"--stall-timeout is abandoned, and connections idle for --idle-timeout are closed. " +
 			"A client that hits a limit is told which one.",
-		exit: "0 stopped by SIGINT or SIGTERM with every request finished; 1 it could not start (a directory it cannot export, an address it cannot listen on, no authorized file beyond loopback) or cut off requests still running after 10 seconds; 2 bad usage.",
+		exit: "0 stopped by SIGINT or SIGTERM (with --stdio: the connection ended) with every request finished; 1 it could not start (a directory it cannot export, an address it cannot listen on, no authorized file beyond loopback) or cut off requests still running after 10 seconds; 2 bad usage.",
 		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs\n" +
 			"zx serve --listen 0.0.0.0:5640 --authorized /etc/zx/authorized /srv/project",
 		run: runServe,
