@@ -280,6 +280,14 @@ func (c *Conn) resume(ctx context.Context, p *pending, err error) (*mux.Stream, 
 	if p == nil || !c.reconnects() || ctx.Err() != nil {
 		return nil, err
 	}
+	select {
+	case r := <-p.next:
+		// The connection was re-established and the request sent again
+		// (by another request's redial) before its own stream reported
+		// the loss: p.mc is already the new connection.
+		return r.st, r.err
+	default:
+	}
 	p.mu.Lock()
 	mc := p.mc
 	p.mu.Unlock()

@@ -632,3 +632,44 @@ func TestWatchAckedResubscribes(t *testing.T) {
 	}
 	t.Fatal("no callbacks line in the server's status")
 }
+
+// A request whose stream was sent again by another request's redial
+// before its own goroutine saw the loss goes on with the new stream: here
+// a watch whose consumer is slow (its goroutine holds a notice, not
+// reading) while a stat redials.
+func TestResumeAfterOthersRedial(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := memfs.New()
+	c, p := faulty(t, tr, wan.Config{})
+	evs := c.Tree("").Watch(ctx, "/")
+	if ev := <-evs; ev.Kind != zx.Ready {
+		t.Fatalf("first event %v", ev)
+	}
+	before := c.Stats().BytesIn
+	if _, err := zx.WriteFile(ctx, tr, "/a", nil, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	// Once the notice of /a is in, the watch's goroutine holds it (we do
+	// not take it) and does not see the loss; a stat redials meanwhile.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().BytesIn == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the notice of /a did not arrive")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Cut()
+	if _, err := zx.Stat(ctx, c.Tree(""), "/"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Reconnects() != 1 {
+		t.Fatalf("%d reconnections, want 1", c.Reconnects())
+	}
+	if ev := <-evs; ev.Err != nil || ev.Dir.Path() != "/a" {
+		t.Fatalf("held notice: %+v", ev)
+	}
+	if ev := <-evs; ev.Err != nil || ev.Kind != zx.Overflow {
+		t.Fatalf("after the redial: %+v, want the watch carried over (an overflow)", ev)
+	}
+}
