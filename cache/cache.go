@@ -134,6 +134,8 @@ type Cache struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	pfStall time.Duration // prefetchStall, unless a test set it
+
 	mu        sync.Mutex
 	ents      map[string]*entry
 	files     map[string]*file

@@ -1,5 +1,7 @@
 package cache
 
+import "time"
+
 // SetSiblingHook sets a function called (without the cache's lock)
 // before a file a sibling stream brought is installed. Set it before the
 // cache is used.
@@ -12,3 +14,7 @@ func SetJournalSyncHook(w *WriteBack, f func(name string)) { w.j.onSync = f }
 
 // CommitJournal runs the journal's group commit now.
 func CommitJournal(w *WriteBack) error { return w.j.commit() }
+
+// SetPrefetchStall sets how long a request waits for a prefetch that
+// makes no progress (prefetchStall). Set it before the cache is used.
+func SetPrefetchStall(c *Cache, d time.Duration) { c.pfStall = d }

@@ -572,7 +572,11 @@ func (c *Cache) awaitPrefetch(ctx context.Context, p string, list bool) {
 		}
 		n := pf.n
 		c.mu.Unlock()
-		t := time.NewTimer(prefetchStall)
+		stall := c.pfStall
+		if stall == 0 {
+			stall = prefetchStall
+		}
+		t := time.NewTimer(stall)
 		stalled := false
 	wait:
 		for {
@@ -597,7 +601,7 @@ func (c *Cache) awaitPrefetch(ctx context.Context, p string, list bool) {
 					stalled = true
 					break wait
 				}
-				t.Reset(prefetchStall)
+				t.Reset(stall)
 			}
 		}
 		t.Stop()

@@ -351,19 +351,61 @@ func TestPrefetchCoherence(t *testing.T) {
 	converges("changed after the prefetch")
 }
 
+// heldFind is a tree whose finds stop before the first entry at or
+// under held, until release is closed (or the find's context ends): a
+// prefetch that cannot have reached held, however the link and the
+// scheduler go.
+type heldFind struct {
+	*lfs.FS
+	held    string
+	release chan struct{}
+}
+
+func (h *heldFind) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+	in := h.FS.Find(ctx, path, pred, spref, dpref, depth0)
+	out := make(chan zx.Item)
+	go func() {
+		defer close(out)
+		for it := range in {
+			if it.Dir != nil && zx.HasPrefix(it.Dir.Path(), h.held) {
+				select {
+				case <-h.release:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case out <- it:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // TestPrefetchWaitHonoursContext cancels a listing waiting for a
-// prefetch that a slow link holds up: the wait ends with the context
-// (else the listing would come, late, from the prefetch).
+// prefetch that is held up: the served tree's find stops before /d5, so
+// /d5/d5 cannot have arrived, and the cache would wait for a prefetch
+// without progress for a minute (SetPrefetchStall). The wait ends with
+// the listing's context (200 ms). A wait that did not would end only
+// when the find goes on, which the test lets it do after 10 s.
 func TestPrefetchWaitHonoursContext(t *testing.T) {
-	_, addr := serveDir(t, prefetchTree(t))
-	// About 150 KB of entries at 8 KB/s: /d5 comes after many seconds.
-	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 8 << 10})
+	fs, err := lfs.New(prefetchTree(t), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	h := &heldFind{FS: fs, held: "/d5", release: make(chan struct{})}
+	addr := serve(t, h)
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
 	conn := dial(t, p.Addr())
 	c := newCache(t, conn.Tree(""), cache.Options{PrefetchWait: -1})
+	cache.SetPrefetchStall(c, time.Minute)
 	ctx := t.Context()
 	if _, err := zx.Stat(ctx, c, "/"); err != nil {
 		t.Fatal(err)
@@ -371,9 +413,25 @@ func TestPrefetchWaitHonoursContext(t *testing.T) {
 	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
 		t.Fatal(err)
 	}
+	listed := make(chan struct{})
+	watchdog := make(chan bool, 1)
+	go func() {
+		select {
+		case <-listed:
+			watchdog <- false
+		case <-time.After(10 * time.Second):
+			watchdog <- true
+		}
+		close(h.release)
+	}()
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := zx.ReadDir(cctx, c, "/d5/d5"); err == nil {
+	_, err = zx.ReadDir(cctx, c, "/d5/d5")
+	close(listed)
+	if <-watchdog {
+		t.Fatal("listing of a path a held-up prefetch will bring: the wait did not end with its context")
+	}
+	if err == nil {
 		t.Fatal("listing with a context that expired while waiting: no error")
 	}
 	if st := c.Stats(); st.PrefetchWaits != 1 || st.Prefetches != 1 {
