@@ -26,9 +26,11 @@ import (
 // again. The wait is per reply, on the reply's goroutine: the connection's
 // later requests are taken and applied meanwhile, in order.
 //
-// A watch that misses its bound is lagging: it is sent an Overflow (it
-// must revalidate everything), and later changes do not wait for it until
-// it has acknowledged that.
+// A watch that misses its bound is lagging: later changes do not wait for
+// it until it has acknowledged every notice it was sent (it did get them:
+// it applies them late, and an Overflow would only make it drop all it
+// caches). A watch that does not read at all, so that its queue fills, is
+// sent an Overflow in place of the queued notices.
 
 // maxQueued bounds the server's notices queued for one watch that its
 // client does not read: beyond it they are replaced by one Overflow.
@@ -55,7 +57,7 @@ type ackWatch struct {
 	queue    []proto.Event // numbered notices to send, in order
 	overflow bool          // an Overflow is to be sent instead of the queue
 	lagging  bool          // missed a bound: nobody waits for it
-	lagSeq   uint64        // the Overflow that ends lagging once acknowledged
+	lagSeq   uint64        // lagging ends once this is acknowledged (0: the Overflow to come)
 	closed   bool
 }
 
@@ -122,9 +124,7 @@ func (w *ackWatch) enqueueLocked(ev proto.Event) uint64 {
 		return w.seq // the Overflow to come covers it
 	}
 	if len(w.queue) >= maxQueued {
-		w.queue = nil
-		w.overflow = true
-		w.lagLocked()
+		w.lagLocked(true)
 	} else {
 		w.queue = append(w.queue, ev)
 	}
@@ -135,21 +135,32 @@ func (w *ackWatch) enqueueLocked(ev proto.Event) uint64 {
 	return w.seq
 }
 
-// lagLocked marks w as lagging, to be sent an Overflow; w.mu is held.
-func (w *ackWatch) lagLocked() {
+// lagLocked marks w as lagging: writers stop waiting for it until it has
+// acknowledged every notice numbered so far. With drop (its queue is full:
+// it does not read), its queued notices are dropped and it is sent an
+// Overflow in their place, which it must acknowledge instead. w.mu is
+// held.
+func (w *ackWatch) lagLocked(drop bool) {
 	if !w.lagging {
 		w.lagging = true
 		w.c.srv.cb.lagged.Add(1)
-		w.c.srv.log.Info("watch did not acknowledge a change in time: it is sent an overflow, and writers do not wait for it until it acknowledges that",
-			"remote", w.c.remote, "tree", w.tree, "path", w.path)
+		msg := "watch did not acknowledge a change in time: writers do not wait for it until it has caught up"
+		if drop {
+			msg = "watch does not read its notices: they are replaced by an overflow, and writers do not wait for it until it acknowledges that"
+		}
+		w.c.srv.log.Info(msg, "remote", w.c.remote, "tree", w.tree, "path", w.path)
 	}
-	w.overflow = true
-	w.queue = nil
+	w.lagSeq = w.seq
+	if drop {
+		w.overflow = true
+		w.queue = nil
+		w.lagSeq = 0 // set when the Overflow is numbered
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
 	w.wakeLocked()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 }
 
 // next takes what is to be sent next: the queued notices, or an
@@ -213,8 +224,8 @@ func (w *ackWatch) wait(ctx context.Context, seq uint64, deadline time.Time) {
 		case <-ch:
 		case <-t.C:
 			w.mu.Lock()
-			if w.acked < seq && !w.closed {
-				w.lagLocked()
+			if w.acked < seq && !w.closed && !w.lagging {
+				w.lagLocked(false)
 			}
 			w.mu.Unlock()
 			return
