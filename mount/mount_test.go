@@ -574,7 +574,7 @@ func TestTwoMounts(t *testing.T) {
 	_, err = os.Stat(b.p("new"))
 	wantErrno(t, err, syscall.ENOENT, "b's stat of the old name after the rename")
 	// The writes waited for b's acknowledgements, which always came in
-	// time (a watch that lags is sent an overflow instead).
+	// time (the server counts a watch that misses its bound as lagged).
 	ctlText := readFile(t, a.p("Ctl"))
 	var waits, lagged int
 	for _, l := range strings.Split(ctlText, "\n") {
