@@ -154,12 +154,20 @@ func TestPrefetchWalk(t *testing.T) {
 }
 
 // TestPrefetchLookups looks up names deep in a tree right after the
-// first listing started a prefetch, which a slow link (256 KB/s: about
-// half a second for the tree) keeps streaming: they wait for the
-// prefetch, present or missing, instead of asking the server.
+// first listing started a prefetch: they wait for the prefetch, present
+// or missing, instead of asking the server. So that the first lookup
+// certainly waits (on a loaded machine the find's frames could otherwise
+// all arrive before the listing's reply), the served tree's find stops
+// before /d5 until a request waits for it.
 func TestPrefetchLookups(t *testing.T) {
 	ctx := t.Context()
-	_, addr := serveDir(t, prefetchTree(t))
+	fs, err := lfs.New(prefetchTree(t), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	h := &heldFind{FS: fs, held: "/d5", release: make(chan struct{})}
+	addr := serve(t, h)
 	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: 20 * time.Millisecond, Rate: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +175,7 @@ func TestPrefetchLookups(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	conn := dial(t, p.Addr())
 	c := newCache(t, conn.Tree(""), cache.Options{PrefetchWait: -1})
+	cache.SetPrefetchStall(c, time.Minute)
 	if _, err := zx.Stat(ctx, c, "/"); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +183,15 @@ func TestPrefetchLookups(t *testing.T) {
 	if _, err := zx.ReadDir(ctx, c, "/"); err != nil {
 		t.Fatal(err)
 	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		defer close(h.release)
+		for c.Stats().PrefetchWaits == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { <-released })
 	d, err := zx.Stat(ctx, c, "/d5/d4/d3/f1")
 	if err != nil || d.Path() != "/d5/d4/d3/f1" || d.Size() == 0 {
 		t.Fatalf("stat of a deep file: %v %v", d, err)
