@@ -269,12 +269,18 @@ func TestRate(t *testing.T) {
 				t.Fatal(err)
 			}
 			retry(t, func() string {
+				// What the same link without a rate carries now: a
+				// shaped link cannot beat it, and on a loaded machine
+				// (sibling test binaries on both cores) it can be below
+				// 1 gbit. The shaper is held to the rate, or to that if
+				// lower: the test checks the pacing, not the machine.
+				capacity, _ := transfer(t, Config{RTT: tc.rtt}, tc.n)
 				got, total := transfer(t, Config{RTT: tc.rtt, Rate: want}, tc.n)
 				ratio := got / float64(want)
-				t.Logf("rate %s (%d B/s), rtt %v: %d bytes in %v, effective %.0f B/s (%.2f%% of target)",
-					tc.rate, want, tc.rtt, tc.n, total, got, 100*ratio)
-				if ratio < 0.95 || ratio > 1.05 {
-					return fmt.Sprintf("effective rate %.0f B/s, want %d ± 5%%", got, want)
+				t.Logf("rate %s (%d B/s), rtt %v: %d bytes in %v, effective %.0f B/s (%.2f%% of target; unlimited %.0f B/s)",
+					tc.rate, want, tc.rtt, tc.n, total, got, 100*ratio, capacity)
+				if floor := min(float64(want), capacity); got < 0.95*floor || ratio > 1.05 {
+					return fmt.Sprintf("effective rate %.0f B/s, want %d ± 5%% (or, below, at least 95%% of the %.0f B/s the link carries unlimited)", got, want, capacity)
 				}
 				return ""
 			})
