@@ -487,6 +487,11 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 	go func() {
 		defer close(ic)
 		defer t.c.finish(p)
+		// A stream left before its end (an error delivered, a resumed
+		// get that cannot go on safely) is cancelled: the server would
+		// otherwise go on with it until out of credit, holding what it
+		// reads (lfs orders a put of a file after a get of it).
+		defer func() { st.Cancel(nil) }()
 		op := proto.OpName(req.Op)
 		var skip skipper
 		// deliver hands it to the caller, unless a resumed stream

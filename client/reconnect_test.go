@@ -268,6 +268,49 @@ func TestResumeGetChanged(t *testing.T) {
 	t.Fatalf("get of a file changed during a reconnection ended without error after %d bytes", n)
 }
 
+func TestResumeGetChangedCancels(t *testing.T) {
+	// A get that cannot resume safely (the file changed while the
+	// connection was down) cancels the stream it was resumed on. Else the
+	// server goes on with that get until the client gives no more credit,
+	// and holds the file meanwhile: lfs orders a put of a file after a get
+	// of it, so the next put of the file waited for ever (seen as a round
+	// of cmd/zx's TestFaults that never ended).
+	ctx := context.Background()
+	fs, err := lfs.New(t.TempDir(), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	if _, err := zx.WriteFile(ctx, fs, "/big", nil, pattern(4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	tr := &changer{Tree: fs, path: "/big", data: pattern(4<<20 + 1)[:4<<20], stated: make(chan struct{})}
+	c, p := faulty(t, tr, wan.Config{})
+	var n int
+	var gerr error
+	for it := range c.Tree("").Get(ctx, "/big", 0, -1) {
+		if it.Err != nil {
+			gerr = it.Err
+			continue
+		}
+		if n == 0 {
+			p.Cut() // the get resumes on a new connection, which stays
+		}
+		n += len(it.Data)
+	}
+	if gerr == nil || !strings.Contains(gerr.Error(), "changed") {
+		t.Fatalf("get: %v after %d bytes, want an error saying the file changed", gerr, n)
+	}
+	if c.Reconnects() != 1 {
+		t.Fatalf("%d reconnections, want 1", c.Reconnects())
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := zx.WriteFile(pctx, c.Tree(""), "/big", nil, []byte("after")); err != nil {
+		t.Fatalf("put of the file after its get could not resume: %v (the server still holds it for the abandoned get)", err)
+	}
+}
+
 func TestResumeFind(t *testing.T) {
 	// A find cut in the middle is replayed; the caller sees each entry once.
 	ctx := context.Background()
