@@ -306,6 +306,10 @@ func (d *dir) write() {
 func (d *dir) wait(release time.Time, paced bool) bool {
 	p := d.c.p
 	for {
+		// The channel of the next Resume is taken before the stall is
+		// read: a Resume between the two would otherwise leave this
+		// waiting for the one after it, with the stall over.
+		resumed := p.resumed()
 		t, precise := release, !paced
 		if s := p.stallEnd(); s.After(t) {
 			t, precise = s, false
@@ -334,7 +338,7 @@ func (d *dir) wait(release time.Time, paced bool) bool {
 		d.timer.Reset(sleep)
 		select {
 		case <-d.timer.C:
-		case <-p.resumed():
+		case <-resumed:
 			d.timer.Stop()
 			continue
 		case <-d.c.done:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -696,5 +697,39 @@ func TestStallForeverResume(t *testing.T) {
 	case <-done:
 	case <-time.After(2 * time.Second):
 		t.Fatal("ping not answered after Resume")
+	}
+}
+
+// TestStallCutResume: the link goes down (stalled for ever, its
+// connections cut); a connection made meanwhile is accepted but carries
+// nothing until Resume, and then carries data both ways.
+func TestStallCutResume(t *testing.T) {
+	addr := server(t, echo)
+	p := proxy(t, addr, Config{})
+	old := dial(t, p.Addr())
+	pings(t, old, 1)
+	p.Stall(-1)
+	p.Cut()
+	old.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := old.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a cut connection: %v, want a reset", err)
+	}
+	c := dial(t, p.Addr())
+	done := make(chan []time.Duration)
+	go func() { done <- pings(t, c, 1) }()
+	select {
+	case <-done:
+		t.Fatal("ping answered on a connection made during a stall for ever")
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.Resume()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("ping on a connection made during the stall not answered after Resume")
+	}
+	pings(t, c, 2)
+	if s := p.Stats(); s.Cuts != 1 || s.Active != 1 || s.Conns != 2 {
+		t.Errorf("stats %+v, want 1 cut, 2 connections, 1 open", s)
 	}
 }
