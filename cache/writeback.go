@@ -15,7 +15,9 @@ import (
 // journals a file's writes on the local disk, issues them at once (so
 // they take their place in the connection's request order, before any
 // later request on the same file) and returns without waiting for the
-// server. Sync waits for everything written before it. A record leaves
+// server, or for a lost connection to be re-established: while the link
+// is down, records wait in the journal and are sent when it is back.
+// Sync waits for everything written before it. A record leaves
 // the journal when the server has acknowledged all of it; one the server
 // refuses is moved to the journal's rejected/ directory, logged, counted,
 // and reported by the next Sync. Records left by an earlier session (a
@@ -120,7 +122,7 @@ func (w *WriteBack) Replay(ctx context.Context) (int, error) {
 	w.mu.Unlock()
 	for _, wr := range ws {
 		w.log.Info("cache: replaying write-back record", "path", wr.r.Path, "seq", wr.r.Seq)
-		w.issue(wr)
+		w.issue(wr, false)
 	}
 	w.mu.Lock()
 	var attempts []chan struct{}
@@ -184,20 +186,28 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 		return err
 	}
 	// Records that failed for want of the server go first: this one
-	// must not overtake them.
-	w.Retry()
+	// must not overtake them. Neither waits for a lost connection to
+	// come back (zx.WithFailFast): the data is safe in the journal, and
+	// a record that finds the link down is stuck, sent again by the
+	// next Retry (the watch coming back, a change, Sync).
+	w.retry(true)
 	wr := &wbRec{r: r, size: size, done: make(chan struct{})}
 	w.mu.Lock()
 	w.add(wr)
 	w.mu.Unlock()
-	w.issue(wr)
+	w.issue(wr, true)
 	return nil
 }
 
 // issue sends wr's ops, reading their data from the journal, and, in the
-// background, waits for their replies.
-func (w *WriteBack) issue(wr *wbRec) {
+// background, waits for their replies. With failFast, a lost connection
+// fails them at once (and wr is stuck) rather than being waited for.
+func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 	r := wr.r
+	ctx := w.ctx
+	if failFast {
+		ctx = zx.WithFailFast(ctx)
+	}
 	w.mu.Lock()
 	if wr.stuck {
 		w.nstuck--
@@ -212,13 +222,13 @@ func (w *WriteBack) issue(wr *wbRec) {
 		case op.Trunc:
 			d := zx.Dir{}
 			d.SetInt(zx.ASize, op.Off)
-			rcs = append(rcs, w.t.Wstat(w.ctx, r.Path, d))
+			rcs = append(rcs, w.t.Wstat(ctx, r.Path, d))
 		case op.Whole:
 			d := zx.Dir{zx.AType: zx.TypeFile}
 			d.SetInt(zx.ASize, op.Len)
-			rcs = append(rcs, w.t.Put(w.ctx, r.Path, d, 0, r.section(off, op.Len)))
+			rcs = append(rcs, w.t.Put(ctx, r.Path, d, 0, r.section(off, op.Len)))
 		default:
-			rcs = append(rcs, w.t.Put(w.ctx, r.Path, zx.Dir{}, op.Off, r.section(off, op.Len)))
+			rcs = append(rcs, w.t.Put(ctx, r.Path, zx.Dir{}, op.Off, r.section(off, op.Len)))
 		}
 		off += op.Len
 	}
@@ -235,8 +245,12 @@ func (w *WriteBack) issue(wr *wbRec) {
 
 // Retry sends again, in order, the records that failed for want of the
 // server. The cache calls it when its watch comes back (the connection
-// was re-established); Sync calls it too.
-func (w *WriteBack) Retry() {
+// was re-established); Sync calls it too, and the mount before a change,
+// so that the change does not overtake them: it waits for a lost
+// connection as the change would.
+func (w *WriteBack) Retry() { w.retry(false) }
+
+func (w *WriteBack) retry(failFast bool) {
 	w.mu.Lock()
 	if w.nstuck == 0 {
 		w.mu.Unlock()
@@ -251,7 +265,7 @@ func (w *WriteBack) Retry() {
 	w.mu.Unlock()
 	slices.SortFunc(again, func(a, b *wbRec) int { return compareSeq(a.r.Seq, b.r.Seq) })
 	for _, wr := range again {
-		w.issue(wr)
+		w.issue(wr, failFast)
 	}
 }
 

@@ -89,7 +89,8 @@ func closedChan() chan struct{} {
 
 // currentLocked returns the connection to use, re-establishing it first if
 // it was lost and reconnection is on. c.mu is held; it is released while
-// waiting.
+// waiting. With zx.FailFast(ctx) it does not wait: it starts the redial
+// and fails with ErrIO.
 func (c *Conn) currentLocked(ctx context.Context) (*mux.Conn, error) {
 	for {
 		if c.closed {
@@ -100,6 +101,11 @@ func (c *Conn) currentLocked(ctx context.Context) (*mux.Conn, error) {
 			return mc, nil
 		}
 		ch := c.redialLocked(mc)
+		if zx.FailFast(ctx) {
+			// The redial goes on; the caller keeps its request
+			// (zx.WithFailFast) and sends it again later.
+			return nil, zx.E(zx.ErrIO, "", "", fmt.Sprintf("connection to %s lost (%v); being re-established", c.addr, mc.Err()))
+		}
 		c.mu.Unlock()
 		select {
 		case <-ch:

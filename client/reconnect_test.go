@@ -716,3 +716,59 @@ func TestResumeAfterOthersRedial(t *testing.T) {
 		t.Fatalf("after the redial: %+v, want the watch carried over (an overflow)", ev)
 	}
 }
+
+// TestFailFastWhileDown: with the link down (its connection cut, the one
+// dialed again stalled), a request made with zx.WithFailFast fails at once
+// with ErrIO instead of waiting for the connection; when the link comes
+// back, the redial it started completes and a watch resumes with an
+// Overflow.
+func TestFailFastWhileDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := memfs.New()
+	c, p := faulty(t, tr, wan.Config{})
+	evs := c.Tree("").Watch(ctx, "/")
+	if ev := <-evs; ev.Kind != zx.Ready {
+		t.Fatalf("first event %v", ev)
+	}
+	p.Stall(-1)
+	p.Cut()
+	// A request that waits for the connection, bounded: by its end the
+	// client has seen the loss and dialed a connection that is stalled.
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := zx.Stat(sctx, c.Tree(""), "/"); err == nil {
+		t.Fatal("stat answered with the link down")
+	}
+	scancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := zx.WriteFile(zx.WithFailFast(ctx), c.Tree(""), "/f", nil, []byte("x"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if zx.KindOf(err) != zx.ErrIO {
+			t.Fatalf("fail-fast put with the link down: %v, want ErrIO", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("fail-fast put waited for the connection")
+	}
+	if c.Reconnects() != 0 {
+		t.Fatalf("%d reconnects with the link down", c.Reconnects())
+	}
+	p.Resume()
+	select {
+	case ev := <-evs:
+		if ev.Err != nil || ev.Kind != zx.Overflow {
+			t.Fatalf("after the link came back: %+v, want an overflow", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no overflow 5s after the link came back")
+	}
+	if c.Reconnects() != 1 {
+		t.Fatalf("%d reconnects, want 1", c.Reconnects())
+	}
+	if _, err := zx.WriteFile(zx.WithFailFast(ctx), c.Tree(""), "/f", nil, []byte("x")); err != nil {
+		t.Fatalf("fail-fast put with the link up: %v", err)
+	}
+}

@@ -322,11 +322,25 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 	inv := e.c.Stats().Invalidations
+	// The link goes down: the connection is cut, and the one the client
+	// dials at once is stalled until the changes below are made, so that
+	// they are made while no watch can see them.
+	e.proxy.Stall(-1)
 	e.proxy.Cut()
 	// Changed on the server while the link is down: no notice reaches us.
 	must(t, os.WriteFile(filepath.Join(e.srvDir, "f"), []byte("two, changed while cut"), 0o644))
-	// Written through the mount while the link is down.
+	// Written through the mount while the link is down: close returns
+	// once the data is journaled, without waiting for the link (had it
+	// waited for the redial to give up, the watch would be lost, not
+	// resumed, and no Overflow would come).
 	must(t, os.WriteFile(e.p("g"), []byte("written while cut"), 0o644))
+	if st := e.c.WriteBack().Stats(); st.Pending != 1 || e.conn.Reconnects() != 0 {
+		t.Fatalf("with the link down: write-back %+v, %d reconnects; want 1 record pending, none", st, e.conn.Reconnects())
+	}
+	if got := e.server(t, "g"); got != "" {
+		t.Fatalf("with the link down the server has %q", got)
+	}
+	e.proxy.Resume()
 	deadline := time.Now().Add(10 * time.Second)
 	for e.conn.Reconnects() == 0 || e.c.Stats().Invalidations == inv {
 		if time.Now().After(deadline) {
