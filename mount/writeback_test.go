@@ -40,6 +40,8 @@ type wbSetup struct {
 	opts      mount.Options
 	noProxy   bool
 	reconnect bool // the client dials again when the connection is lost
+	// how long the client tries to dial again; default 5s
+	reconnectWait time.Duration
 }
 
 func wbMount(t *testing.T, s wbSetup) *wbEnv {
@@ -61,7 +63,10 @@ func wbMount(t *testing.T, s wbSetup) *wbEnv {
 		t.Cleanup(func() { p.Close() })
 		e.proxy, addr = p, p.Addr()
 	}
-	conn, err := client.Dial(context.Background(), addr, client.Options{Reconnect: s.reconnect, ReconnectWait: 5 * time.Second})
+	if s.reconnectWait == 0 {
+		s.reconnectWait = 5 * time.Second
+	}
+	conn, err := client.Dial(context.Background(), addr, client.Options{Reconnect: s.reconnect, ReconnectWait: s.reconnectWait})
 	must(t, err)
 	t.Cleanup(func() { conn.Close() })
 	e.conn = conn
@@ -356,3 +361,41 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("after reconnecting and syncing the server has %q", got)
 	}
 }
+
+// TestLinkDownLonger: the link is down (cut, the connection dialed again
+// stalled) for longer than the client tries to reconnect. The client
+// gives up, its watch fails, the cache drops what it cached; when the link
+// comes back the next request dials again, the cache watches again, the
+// mount shows what changed meanwhile, and what was written back while
+// down reaches the server.
+func TestLinkDownLonger(t *testing.T) {
+	e := wbMount(t, wbSetup{reconnect: true, reconnectWait: time.Second, copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true, Timeout: 5 * time.Second}})
+	must(t, os.WriteFile(e.p("f"), []byte("one"), 0o644))
+	must(t, os.WriteFile(e.p("g"), nil, 0o644))
+	must(t, e.m.Sync(context.Background()))
+	if got := readFile(t, e.p("f")); got != "one" {
+		t.Fatalf("read %q", got)
+	}
+	e.proxy.Stall(-1)
+	e.proxy.Cut()
+	must(t, os.WriteFile(filepath.Join(e.srvDir, "f"), []byte("two, changed while down"), 0o644))
+	must(t, os.WriteFile(e.p("g"), []byte("written while down"), 0o644))
+	// The client gives up after ReconnectWait: the watch fails.
+	waitFor(t, "the watch fails with the link down", func() bool { return !e.c.Watching() })
+	if e.conn.Reconnects() != 0 {
+		t.Fatalf("%d reconnects with the link down", e.conn.Reconnects())
+	}
+	e.proxy.Resume()
+	waitFor(t, "the watch is back after the link", func() bool { return e.c.Watching() })
+	if got := readFile(t, e.p("f")); got != "two, changed while down" {
+		t.Fatalf("after the link came back the mount shows %q", got)
+	}
+	must(t, e.m.Sync(context.Background()))
+	if got := e.server(t, "g"); got != "written while down" {
+		t.Fatalf("after the link came back and a sync the server has %q", got)
+	}
+	if n := e.conn.Reconnects(); n != 1 {
+		t.Fatalf("%d reconnects, want 1", n)
+	}
+}
+
