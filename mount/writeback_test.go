@@ -398,4 +398,3 @@ func TestLinkDownLonger(t *testing.T) {
 		t.Fatalf("%d reconnects, want 1", n)
 	}
 }
-
