@@ -347,7 +347,10 @@ func TestMalformedClientLeavesOthersServed(t *testing.T) {
 		{"a request that does not decode", proto.AppendFrame(hello(), proto.Header{Type: proto.FReq, Stream: 1, Flags: proto.FlagEnd}, []byte{proto.OpStat, 200}), zx.ErrProtocol},
 		{"a batch of entries, which a server does not take", func() []byte {
 			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1, Features: []string{proto.FeatureDirs}}))
-			b = proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpPut, Path: "/f"}))
+			// A put that creates /f, so that it waits for its data (one
+			// of an existing file, /f not being there, could answer "not
+			// found" before the server has read the DIRS frame).
+			b = proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpPut, Path: "/f", Dir: zx.Dir{zx.AType: zx.TypeFile}}))
 			return proto.AppendFrame(b, proto.Header{Type: proto.FDirs, Stream: 1}, []byte{3, 0})
 		}(), zx.ErrProtocol},
 		{"truncated frame, then the client vanishes", func() []byte {
