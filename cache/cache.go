@@ -1207,6 +1207,11 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 	if _, sized := d[zx.ASize]; sized && off == 0 && data != nil && c.opts.MaxFileCache > 0 {
 		tee = &teeReader{r: data, max: c.opts.MaxFileCache}
 		data = tee
+		if sk, ok := tee.r.(io.Seeker); ok {
+			if base, err := sk.Seek(0, io.SeekCurrent); err == nil {
+				data = &seekTee{teeReader: tee, sk: sk, base: base}
+			}
+		}
 	}
 	rc := c.remote.Put(ctx, p, d, off, data)
 	issued := time.Now()
@@ -1269,6 +1274,29 @@ func (t *teeReader) Read(p []byte) (int, error) {
 	}
 	t.mu.Unlock()
 	return n, err
+}
+
+// seekTee is a teeReader over an io.Seeker, and a Seeker itself, so that
+// a put through the cache can be sent again after a lost connection: the
+// client sends a put again only if it can read its data again (a
+// write-back record's data, read from the journal, can). Seeking back
+// drops what was captured past the new position.
+type seekTee struct {
+	*teeReader
+	sk   io.Seeker
+	base int64 // the position where the captured data starts
+}
+
+func (t *seekTee) Seek(off int64, whence int) (int64, error) {
+	pos, err := t.sk.Seek(off, whence)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if keep := pos - t.base; err == nil && keep >= 0 && keep <= int64(len(t.buf)) && !t.over {
+		t.buf, t.eof = t.buf[:keep], false
+	} else {
+		t.over, t.buf = true, nil
+	}
+	return pos, err
 }
 
 // captured returns everything read, if it was read to its end.
