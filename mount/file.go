@@ -111,26 +111,31 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, e
 		}
 	}
-	d, err := n.m.stat(ctx, n.path())
-	if err != nil {
-		return nil, 0, errno(err)
+	d, pending := n.pendingDir()
+	if !pending {
+		var err error
+		if d, err = n.m.stat(ctx, n.path()); err != nil {
+			return nil, 0, errno(err)
+		}
+		if d.IsDir() {
+			return nil, 0, syscall.EISDIR
+		}
+		n.setDir(d)
 	}
-	if d.IsDir() {
-		return nil, 0, syscall.EISDIR
-	}
-	n.setDir(d)
 	h := n.newHandle(d, flags)
 	if flags&syscall.O_TRUNC != 0 {
 		h.truncate(0)
 	}
 	var fl uint32
-	n.mu.Lock()
-	if v := version(d); n.kept == v {
-		fl |= fuse.FOPEN_KEEP_CACHE
-	} else {
-		n.kept = v
+	if !pending {
+		n.mu.Lock()
+		if v := version(d); n.kept == v {
+			fl |= fuse.FOPEN_KEEP_CACHE
+		} else {
+			n.kept = v
+		}
+		n.mu.Unlock()
 	}
-	n.mu.Unlock()
 	if d.Type() == zx.TypeCtl || d.Type() == zx.TypeFile && d.Size() == 0 && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		// Synthetic and zero-length files (Op §8: a device or a
 		// stream often says 0) are read as they come, never cached,
@@ -141,6 +146,28 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		h.direct = true
 	}
 	return h, fl, 0
+}
+
+// pendingDir returns the entry to open a file with, without asking the
+// server, when written-back data of the file is still on its way to it:
+// what the mount knows, with the size through the pending writes (as
+// Getattr answers). The server has not seen those writes anyway, and may
+// not be reachable: with the link down they wait in the journal, and a
+// write-back open, write and close of the file must not wait for the link.
+// The kernel's cached pages are not kept (no version to check them by).
+func (n *node) pendingDir() (zx.Dir, bool) {
+	m := n.m
+	if m.wb == nil {
+		return nil, false
+	}
+	sz, ok := m.wb.PendingSize(n.path())
+	d := n.dir()
+	if !ok || d == nil || d.Type() != zx.TypeFile {
+		return nil, false
+	}
+	d = d.Clone()
+	d.SetInt(zx.ASize, sz)
+	return d, true
 }
 
 // truncate resizes the file as seen through h.

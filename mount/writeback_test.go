@@ -339,8 +339,14 @@ func TestReconnect(t *testing.T) {
 	// waited for the redial to give up, the watch would be lost, not
 	// resumed, and no Overflow would come).
 	must(t, os.WriteFile(e.p("g"), []byte("written while cut"), 0o644))
-	if st := e.c.WriteBack().Stats(); st.Pending != 1 || e.conn.Reconnects() != 0 {
-		t.Fatalf("with the link down: write-back %+v, %d reconnects; want 1 record pending, none", st, e.conn.Reconnects())
+	// And opened again, with its data still in the journal, to append.
+	a, err := os.OpenFile(e.p("g"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = a.Write([]byte(", appended"))
+	must(t, err)
+	must(t, a.Close())
+	if st := e.c.WriteBack().Stats(); st.Pending != 2 || e.conn.Reconnects() != 0 {
+		t.Fatalf("with the link down: write-back %+v, %d reconnects; want 2 records pending, none", st, e.conn.Reconnects())
 	}
 	if got := e.server(t, "g"); got != "" {
 		t.Fatalf("with the link down the server has %q", got)
@@ -357,7 +363,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("after reconnecting the mount shows %q", got)
 	}
 	must(t, e.m.Sync(context.Background()))
-	if got := e.server(t, "g"); got != "written while cut" {
+	if got := e.server(t, "g"); got != "written while cut, appended" {
 		t.Fatalf("after reconnecting and syncing the server has %q", got)
 	}
 }
