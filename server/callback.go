@@ -201,7 +201,11 @@ func (w *ackWatch) ack(seq uint64) error {
 // bound is how long a writer waits for w: a few of its round trips,
 // within [minCallbackWait, Config.CallbackWait].
 func (w *ackWatch) bound() time.Duration {
-	return min(max(4*w.c.mc.RTT(), minCallbackWait), w.c.srv.cfg.CallbackWait)
+	least := minCallbackWait
+	if d := w.c.srv.cfg.minCallbackWait; d > 0 {
+		least = d
+	}
+	return min(max(4*w.c.mc.RTT(), least), w.c.srv.cfg.CallbackWait)
 }
 
 // wait waits until w acknowledged seq, lags, ends, or deadline passes

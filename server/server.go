@@ -88,6 +88,11 @@ type Config struct {
 	// watches: it does not offer proto.FeatureWatchAck, and serves every
 	// watch as a version 1 one. For tests of clients' fallback.
 	NoWatchAck bool
+
+	// minCallbackWait, if set, replaces minCallbackWait (tests that
+	// assert every wait is met, on a machine whose load can delay an
+	// acknowledgement past 250ms; see export_test.go).
+	minCallbackWait time.Duration
 }
 
 // withDefaults fills in the defaults. Mux.IdleTimeout defaults to 30

@@ -1,0 +1,7 @@
+package server
+
+import "time"
+
+// SetMinCallbackWait sets the least a writer waits for a watch's
+// acknowledgement (minCallbackWait) in cfg.
+func SetMinCallbackWait(cfg *Config, d time.Duration) { cfg.minCallbackWait = d }
