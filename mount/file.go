@@ -714,6 +714,36 @@ type rstream struct {
 	cancel context.CancelFunc
 	err    error
 	eof    bool
+
+	// back holds the bytes the stream skipped over last (file offset
+	// backOff), at most one skip's worth: the kernel's parallel
+	// read-ahead sends reads out of order, and a read the stream has just
+	// passed is served from here instead of by a Get of its own (a round
+	// trip).
+	back    []byte
+	backOff int64
+}
+
+// fromBack copies the range [off, off+len(buf)) into buf if back holds
+// all of it.
+func (s *rstream) fromBack(buf []byte, off int64) bool {
+	if off < s.backOff || off+int64(len(buf)) > s.backOff+int64(len(s.back)) {
+		return false
+	}
+	copy(buf, s.back[off-s.backOff:])
+	return true
+}
+
+// skipped keeps b, the bytes at offset off the stream skips over.
+func (s *rstream) skipped(b []byte, off int64, limit int) {
+	if s.backOff+int64(len(s.back)) != off {
+		s.back, s.backOff = s.back[:0], off
+	}
+	s.back = append(s.back, b...)
+	if over := len(s.back) - limit; over > 0 {
+		s.back = s.back[over:]
+		s.backOff += int64(over)
+	}
 }
 
 func (s *rstream) stop() {
@@ -733,8 +763,12 @@ func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, sy
 	const skip = 8 << 20
 	if h.rs != nil && (off < h.rs.off || off > h.rs.off+skip || h.rs.err != nil) {
 		if off < h.rs.off {
-			// Out of order (parallel read-ahead): one Get for this
-			// range, keeping the stream.
+			// Out of order (parallel read-ahead): from what the stream
+			// skipped, or else one Get for this range, keeping the
+			// stream.
+			if h.rs.fromBack(buf, off) {
+				return len(buf), 0
+			}
 			rctx, cancel := m.rctx(ctx)
 			defer cancel()
 			var b bytes.Buffer
@@ -780,6 +814,7 @@ func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, sy
 		}
 		if s.off < off {
 			k := min(int64(len(s.buf)), off-s.off)
+			s.skipped(s.buf[:k], s.off, skip)
 			s.buf = s.buf[k:]
 			s.off += k
 			continue

@@ -723,3 +723,39 @@ func TestUnmountServerGone(t *testing.T) {
 		t.Fatal("still mounted")
 	}
 }
+
+// TestReadOutOfOrder: a streamed read of a large file that jumps ahead
+// (as the kernel's parallel read-ahead does when its reads arrive out of
+// order) keeps what it skipped, so that the read of the skipped range
+// costs no round trip of its own.
+func TestReadOutOfOrder(t *testing.T) {
+	fs := memfs.New()
+	data := make([]byte, 6<<20)
+	for i := range data {
+		data[i] = byte(i*7/3 + i>>12)
+	}
+	_, err := zx.WriteFile(t.Context(), fs, "/big", nil, data)
+	must(t, err)
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 10 * time.Millisecond, opts: mount.Options{WholeFile: 1 << 20}})
+	f, err := os.Open(e.p("big"))
+	must(t, err)
+	defer f.Close()
+	read := func(off, n int64) {
+		t.Helper()
+		b := make([]byte, n)
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatalf("read %d at %d: %v", n, off, err)
+		}
+		if !bytes.Equal(b, data[off:off+n]) {
+			t.Fatalf("read %d at %d: wrong data", n, off)
+		}
+	}
+	read(0, 4096)
+	read(4<<20, 4096) // ahead: the stream skips to it
+	before := e.conn.Stats().RoundTrips
+	read(2<<20, 4096) // behind the stream, in what it skipped
+	if n := e.conn.Stats().RoundTrips - before; n != 0 {
+		t.Errorf("read of a range the stream skipped: %d round trips, want 0", n)
+	}
+	read(5<<20, 1<<20) // and on to the end
+}
