@@ -18,6 +18,8 @@ import (
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/sshd"
+
+	zxmount "github.com/zxfs/zx/mount"
 )
 
 // env holds what a run set up, and undoes it: cleanup functions run in
@@ -267,35 +269,8 @@ func (m *mount) unmount() {
 }
 
 func isMounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == dir {
-			return true
-		}
-	}
-	return false
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	_, ok := zxmount.FSType(dir)
+	return ok
 }
 
 // copyTree makes a fresh copy of src at dst on the server's disk (cp -a),

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zxfs/zx/mount"
 )
 
 func syncCommand() command {
@@ -103,45 +102,8 @@ func isZXMount(dir string) bool {
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 		abs = filepath.Join(dir, filepath.Base(abs))
 	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != abs {
-			continue
-		}
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && fields[i+1] == "fuse.zx" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of a
-// path in /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	fstype, ok := mount.FSType(abs)
+	return ok && fstype == "fuse.zx"
 }
 
 // notZXMount reports that dir is not a zx mount point, for c (sync,
