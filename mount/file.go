@@ -170,10 +170,21 @@ func (n *node) pendingDir() (zx.Dir, bool) {
 	return d, true
 }
 
-// truncate resizes the file as seen through h.
-func (h *handle) truncate(size int64) {
+// truncate resizes the file as seen through h. It reports false, doing
+// nothing, when h.s is no longer the node's: a truncate(2) by path that
+// took the open handles' state just before the last of them was released
+// (the kernel sends RELEASE after close returns, so a handle may outlive
+// its descriptor). That state's writes were sent, and nothing would send
+// this truncation: the caller sends it itself.
+func (h *handle) truncate(size int64) bool {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
+	h.n.mu.Lock()
+	attached := h.n.ws == h.s
+	h.n.mu.Unlock()
+	if !attached {
+		return false
+	}
 	h.s.dirty = true
 	if (h.s.rewrite || h.s.loaded) && size > h.n.m.opts.WholeFile {
 		h.spill()
@@ -190,6 +201,7 @@ func (h *handle) truncate(size int64) {
 		h.s.ops = append(h.s.ops, wop{off: size})
 	}
 	h.s.size = size
+	return true
 }
 
 func resize(b []byte, size int64) []byte {
@@ -414,6 +426,9 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release implements fs.FileReleaser. Writes made after the last flush
 // (through a shared mapping) are sent.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	if th := h.n.m.hooks.Load(); th != nil && th.releasing != nil {
+		th.releasing(h.n.path())
+	}
 	// The read stream goes first, and without the shared lock: a flush
 	// by another handle may hold that lock waiting for its put, which
 	// the server orders after this stream's get.
@@ -424,15 +439,24 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if rs != nil {
 		rs.stop()
 	}
-	e := h.flush(ctx)
+	// The last flush and the detaching of the shared state go under one
+	// lock: a truncation recorded between them (truncate(2) by path,
+	// which goes to the open handles' state, and may come after close
+	// returned, before this late release) would be sent by no one.
+	h.s.mu.Lock() // not given up on an interrupt: see FS.rctx
+	_, e := h.flushLocked(ctx, false)
 	h.n.mu.Lock()
 	last := false
 	if h.s.refs--; h.s.refs == 0 && h.n.ws == h.s {
 		h.n.ws, last = nil, true
 	}
 	h.n.mu.Unlock()
+	h.s.mu.Unlock()
 	if last {
 		h.n.m.setOpen(h.n, false)
+	}
+	if th := h.n.m.hooks.Load(); th != nil && th.released != nil {
+		th.released(h.n.path())
 	}
 	return e
 }

@@ -84,6 +84,8 @@ type FS struct {
 
 	noSync sync.Once // the tree said it cannot sync (logged once)
 
+	hooks atomic.Pointer[testHooks] // nil outside tests
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -595,6 +597,14 @@ func (m *FS) invalBarrier(done func()) {
 		default:
 		}
 	}
+}
+
+// testHooks let a test order a late release against a truncation
+// (export_test.go): releasing runs as a release begins and released as
+// it ends, truncating once a truncate(2) by path has taken the open
+// handles' shared state, before it records the truncation there.
+type testHooks struct {
+	releasing, released, truncating func(p string)
 }
 
 // refreshAttrs asks the kernel to forget n's attributes, from invalLoop.

@@ -404,8 +404,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 			n.mu.Unlock()
 		}
-		if ok {
-			h.truncate(int64(size))
+		if th := n.m.hooks.Load(); ok && th != nil && th.truncating != nil {
+			th.truncating(n.path())
+		}
+		if ok && h.truncate(int64(size)) {
 			hasSize = false
 		}
 	}
