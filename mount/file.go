@@ -79,7 +79,10 @@ var (
 	_ fs.FileReleaser = (*handle)(nil)
 )
 
-func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
+// newHandle returns a handle on n, whose entry is d. If stale, d may be
+// older than writes of n's open handles (see writeMark), whose size
+// then stands.
+func (n *node) newHandle(d zx.Dir, flags uint32, stale bool) *handle {
 	n.mu.Lock()
 	ws := n.ws
 	fresh := ws == nil
@@ -92,7 +95,7 @@ func (n *node) newHandle(d zx.Dir, flags uint32) *handle {
 	if fresh {
 		n.m.setOpen(n, true)
 	}
-	if !fresh {
+	if !fresh && !stale {
 		ws.mu.Lock()
 		if !ws.dirty {
 			// Nothing unsent: take the file as it is now.
@@ -112,22 +115,25 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 	}
 	d, pending := n.pendingDir()
+	stale := false
 	if !pending {
 		var err error
-		if d, err = n.m.stat(ctx, n.path()); err != nil {
+		if d, stale, err = n.statFresh(ctx); err != nil {
 			return nil, 0, errno(err)
 		}
 		if d.IsDir() {
 			return nil, 0, syscall.EISDIR
 		}
-		n.setDir(d)
+		if !stale {
+			n.setDir(d)
+		}
 	}
-	h := n.newHandle(d, flags)
+	h := n.newHandle(d, flags, stale)
 	if flags&syscall.O_TRUNC != 0 {
 		h.truncate(0)
 	}
 	var fl uint32
-	if !pending {
+	if !pending && !stale {
 		n.mu.Lock()
 		if v := version(d); n.kept == v {
 			fl |= fuse.FOPEN_KEEP_CACHE

@@ -605,6 +605,7 @@ func (m *FS) invalBarrier(done func()) {
 // handles' shared state, before it records the truncation there.
 type testHooks struct {
 	releasing, released, truncating func(p string)
+	statted                         func(p string) // a stat of Getattr or Open was answered
 }
 
 // refreshAttrs asks the kernel to forget n's attributes, from invalLoop.

@@ -32,6 +32,9 @@ type node struct {
 	// writing counts the writes of the open handles sent and not yet
 	// answered (see sendingWrites).
 	writing int
+	// wgen counts the writes of the open handles sent so far: see
+	// writeMark.
+	wgen uint64
 }
 
 var (
@@ -105,7 +108,52 @@ func (n *node) setDir(d zx.Dir) {
 func (n *node) sendingWrites() {
 	n.mu.Lock()
 	n.writing++
+	n.wgen++
 	n.mu.Unlock()
+}
+
+// wmark is where the writes of a node stood when a request was sent.
+type wmark struct {
+	gen  uint64
+	busy bool // writes sent and not yet answered
+}
+
+// writeMark notes where n's writes stand before a stat is sent. The
+// stat's reply says nothing of writes in flight then or sent while it
+// is (the flush of a late release, of another handle): if racedWrites
+// says so, the reply may be older than the size the handles made, and
+// must neither answer for the size nor be kept as n's entry. The kernel
+// would take that size (it only drops an attribute reply to a request
+// sent before it changed the size itself), and an O_APPEND write after
+// an O_TRUNC open would land at the old end.
+func (n *node) writeMark() wmark {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return wmark{n.wgen, n.writing > 0}
+}
+
+// racedWrites reports whether writes of n were in flight at mark, or
+// were sent since.
+func (n *node) racedWrites(mark wmark) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return mark.busy || n.wgen != mark.gen
+}
+
+// statFresh returns the entry at n's path, and whether it may be older
+// than writes of n (see writeMark). It asks again (twice at most) when
+// it may be and n has no open handles, whose size stands instead.
+func (n *node) statFresh(ctx context.Context) (d zx.Dir, stale bool, err error) {
+	for try := 0; ; try++ {
+		mark := n.writeMark()
+		d, err = n.m.stat(ctx, n.path())
+		if th := n.m.hooks.Load(); th != nil && th.statted != nil {
+			th.statted(n.path())
+		}
+		if stale = err == nil && n.racedWrites(mark); !stale || try == 2 || n.openState() != nil {
+			return d, stale, err
+		}
+	}
 }
 
 // wroteWrites notes the reply to writes noted by sendingWrites: d, the
@@ -271,21 +319,31 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if n.pendingAttr(out) {
 		return 0
 	}
-	d, err := n.m.stat(ctx, n.path())
+	d, stale, err := n.statFresh(ctx)
 	if err != nil {
 		// An open file that went away (unlinked) keeps its attributes.
 		if d = n.dir(); d == nil || zx.KindOf(err) != zx.ErrNotExist {
 			return errno(err)
 		}
-	} else {
+	} else if !stale {
 		n.setDir(d)
 	}
 	n.m.fill(d, n.StableAttr().Ino, &out.Attr)
-	if sz, ok := n.dirtySize(); ok {
+	sz, ok := n.dirtySize()
+	if !ok && stale {
+		// The reply may predate writes of the open handles: their
+		// size stands.
+		sz, ok = n.wsSize()
+	}
+	if ok {
 		out.Size = uint64(sz)
 		out.Blocks = (out.Size + 511) / 512
 	}
-	out.SetTimeout(n.m.timeout())
+	if stale {
+		out.SetTimeout(0)
+	} else {
+		out.SetTimeout(n.m.timeout())
+	}
 	return 0
 }
 
@@ -508,7 +566,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, e
 	}
 	cn := in.Operations().(*node)
-	h := cn.newHandle(nd, flags)
+	h := cn.newHandle(nd, flags, false)
 	h.s.rewrite, h.s.content = true, []byte{}
 	cn.mu.Lock()
 	cn.kept = version(nd)
