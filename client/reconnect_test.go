@@ -327,7 +327,11 @@ func TestResumeFind(t *testing.T) {
 	}
 	for _, op := range []string{"find", "findget"} {
 		t.Run(op, func(t *testing.T) {
-			c, p := faulty(t, tr, wan.Config{})
+			// Paced (about 100 KB of entries, and as much data for
+			// findget, at 256 KB/s) so that most of the reply is still on
+			// the link at each cut: without it the whole reply may be in
+			// the client's buffers already, and nothing is resumed.
+			c, p := faulty(t, tr, wan.Config{Rate: 256 << 10})
 			find := c.Tree("").Find
 			if op == "findget" {
 				find = c.Tree("").FindGet
@@ -359,6 +363,9 @@ func TestResumeFind(t *testing.T) {
 			}
 			if p.Stats().Cuts == 0 {
 				t.Error("no connection was cut")
+			}
+			if c.Reconnects() == 0 {
+				t.Error("no reconnection: the find was not resumed")
 			}
 			t.Logf("%s: %d reconnections", op, c.Reconnects())
 		})
