@@ -252,6 +252,7 @@ type dirbuf struct {
 	refs  []nameRef // into arena, sorted by name
 	stx   []unix.Statx_t
 	how   []uint8
+	ask   []int32 // entries to ask listxattrat
 	sb    []byte  // the strings of the entries
 	ends  []int32 // where each string ends in sb
 	temps bool    // scanNames skipped temporaries

@@ -133,6 +133,8 @@ type FS struct {
 	mu  sync.Mutex // guards hub and nwatch
 	hub *hub
 
+	xattrs xattrMemo // inodes known to have no extended attributes
+
 	// The control file (see ctl.go).
 	ctl    ctl.File
 	reqs   ctl.Counts

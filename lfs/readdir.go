@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -26,8 +27,9 @@ import (
 //     keeps only its chunk's string alive, not its whole directory's.
 //   - Map growth: each map is made with room for the attributes it gets.
 //
-// The system calls stay: one statx and one listxattrat per entry, as
-// there is no cheaper way to know that a file has no extended attributes.
+// The system calls stay: one statx per entry, and one listxattrat per
+// entry the FS's xattrMemo cannot vouch for, as there is no cheaper way
+// to know that a file has no extended attributes.
 // Symbolic links and devices, which need more (readlink, rdev), go
 // through entry; entries that have extended attributes through
 // readXattrs.
@@ -139,13 +141,6 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 		db.stx = make([]unix.Statx_t, len(refs))
 	}
 	stx := db.stx[:len(refs)]
-	// What to do with each entry.
-	const (
-		skip   = iota // it vanished
-		plain         // its attributes are in sb
-		xattrs        // plain, and it has extended attributes
-		other         // a link or device: ask entry
-	)
 	how := slices.Grow(db.how[:0], len(refs))[:len(refs)]
 	db.how = how
 	for i, r := range refs {
@@ -163,15 +158,10 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 		switch uint32(st.Mode) & unix.S_IFMT {
 		case unix.S_IFLNK, unix.S_IFCHR, unix.S_IFBLK:
 			how[i] = other
-			continue
 		}
-		if !f.opts.NoXattrs {
-			// Asking for the size alone (an empty buffer) tells
-			// whether there are any.
-			if n, err := listxattratPtr(dfd, name, nil); err != nil || n > 0 {
-				how[i] = xattrs // or the kernel has no listxattrat: let readXattrs see
-			}
-		}
+	}
+	if !f.opts.NoXattrs {
+		f.markXattrs(dfd, db, stx, how)
 	}
 	pref := p + "/"
 	if p == "/" {
@@ -254,6 +244,57 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 	}
 	return ds, nil
 }
+
+// markXattrs sets how[i] to xattrs for each plain entry that has
+// extended attributes (or may have: an error leaves it to readXattrs),
+// asking listxattrat only of those the memo does not know to be bare.
+func (f *FS) markXattrs(dfd int, db *dirbuf, stx []unix.Statx_t, how []uint8) {
+	key := func(st *unix.Statx_t) inodeKey {
+		return inodeKey{dev: uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), ino: st.Ino}
+	}
+	ask := db.ask[:0]
+	f.xattrs.mu.Lock()
+	for i := range how {
+		if how[i] == plain && !f.xattrs.bare(key(&stx[i]), stxNsec(stx[i].Ctime)) {
+			ask = append(ask, int32(i))
+		}
+	}
+	f.xattrs.asked += int64(len(ask))
+	f.xattrs.hits += int64(len(how) - len(ask))
+	f.xattrs.mu.Unlock()
+	if len(ask) == 0 {
+		db.ask = ask
+		return
+	}
+	listed := time.Now()
+	bare := ask[:0]
+	for _, i := range ask {
+		// Asking for the size alone (an empty buffer) tells whether
+		// there are any.
+		r := db.refs[i]
+		if n, err := listxattratPtr(dfd, &db.arena[r.off], nil); err != nil || n > 0 {
+			how[i] = xattrs // or the kernel has no listxattrat: let readXattrs see
+			continue
+		}
+		bare = append(bare, i)
+	}
+	if len(bare) > 0 {
+		f.xattrs.mu.Lock()
+		for _, i := range bare {
+			f.xattrs.remember(key(&stx[i]), stxNsec(stx[i].Ctime), listed)
+		}
+		f.xattrs.mu.Unlock()
+	}
+	db.ask = ask
+}
+
+// What readDir does with each entry.
+const (
+	skip   = iota // it vanished
+	plain         // its attributes are in sb
+	xattrs        // plain, and it has extended attributes
+	other         // a link or device: ask entry
+)
 
 func stxNsec(t unix.StatxTimestamp) int64 { return t.Sec*1e9 + int64(t.Nsec) }
 

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ func main() {
 	runs := flag.Int("runs", 50, "number of finds")
 	tree := flag.String("tree", filepath.Join(runtime.GOROOT(), "src"), "the tree to export")
 	quiet := flag.Int64("quiet", 2, "a run is undisturbed when other processes used at most this many CPU ticks during it")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the runs (server and client, one process) to this file")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("findrate: ")
@@ -56,6 +58,16 @@ func main() {
 	go srv.Serve(l)
 	defer srv.Close()
 
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 	var calm []float64
 	var entries int

@@ -1,0 +1,62 @@
+package lfs
+
+import (
+	"sync"
+	"time"
+)
+
+// xattrMemo remembers which inodes were seen to have no extended
+// attributes, and at which ctime, so that a walk need not ask again with
+// listxattrat(2) for each entry: on this kind of machine that system call
+// costs as much as the statx a walk makes anyway (about 1.3 µs), and most
+// files have no extended attributes.
+//
+// It is exact, not a cache with a lifetime, because setting or removing
+// an extended attribute sets the inode's ctime to the current time. An
+// inode is remembered only when its ctime is older than the moment the
+// listing started by more than the kernel's timestamp granularity (the
+// coarse clock lags by at most a tick, a few milliseconds; racyMargin is
+// far more). Any later change then gets a ctime greater than the one
+// remembered, so a statx that returns the remembered ctime proves that no
+// extended attribute was set since: the same reasoning as git's "racily
+// clean" index entries. A new inode that reuses a number was created after
+// the listing, so its ctime differs too. Only a step of the system clock
+// backwards by more than racyMargin could defeat it.
+type xattrMemo struct {
+	mu sync.Mutex
+	m  map[inodeKey]int64 // ctime (ns) when seen without extended attributes
+
+	hits, asked int64 // entries the memo vouched for, entries it did not
+}
+
+type inodeKey struct {
+	dev uint64 // major<<32 | minor
+	ino uint64
+}
+
+// racyMargin is how much older than the listing a ctime must be for the
+// inode to be remembered.
+const racyMargin = 100 * time.Millisecond
+
+// maxMemo bounds the inodes remembered (about 40 bytes each); past it the
+// memo starts over.
+const maxMemo = 1 << 20
+
+// bare reports whether the inode was seen without extended attributes at
+// this ctime. mu is held.
+func (x *xattrMemo) bare(k inodeKey, ctime int64) bool {
+	c, ok := x.m[k]
+	return ok && c == ctime
+}
+
+// remember records that the inode, at ctime, had no extended attributes
+// when listed at or after listed. mu is held.
+func (x *xattrMemo) remember(k inodeKey, ctime int64, listed time.Time) {
+	if ctime >= listed.Add(-racyMargin).UnixNano() {
+		return
+	}
+	if x.m == nil || len(x.m) >= maxMemo {
+		x.m = make(map[inodeKey]int64)
+	}
+	x.m[k] = ctime
+}
