@@ -84,6 +84,13 @@ type Config struct {
 	// LoopbackOnly measures only the server's raw rates on loopback
 	// (Report.Loopback): no emulator, no sshd, no workloads, no files.
 	LoopbackOnly bool
+
+	// ServeCommand, when set, is the command (program and arguments, to
+	// which the flags and the directory are added) of the server whose raw
+	// rates on loopback are measured: `zx serve`, a process of its own as
+	// deployed. When empty they are measured against a server in this
+	// process.
+	ServeCommand []string
 }
 
 // Suites.
@@ -151,7 +158,7 @@ func Main(args []string) int {
 		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
 			strings.Join(FUSEWorkloads, ",")+" or the groups grep,rm,tar,file")
 		nosshfs  = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
-		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, findget MB/s; 3 runs), print them and write nothing")
+		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, median of 11 runs; findget MB/s, best of 3) against a zx serve process, print them and write nothing")
 		quiet    = fs.Bool("q", false, "no progress messages on stderr")
 		fuse     = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
 		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
@@ -230,6 +237,10 @@ Flags:
 		Command: strings.TrimSpace(CommandName + " " + strings.Join(args, " "))}
 	if !*quiet {
 		cfg.Log = os.Stderr
+	}
+	// Main runs as `zx bench`: its executable serves with `zx serve`.
+	if exe, err := os.Executable(); err == nil {
+		cfg.ServeCommand = []string{exe, "serve"}
 	}
 	var err error
 	if cfg.RTTs, err = parseRTTs(*rtts); err != nil {
@@ -321,8 +332,8 @@ Flags:
 		switch {
 		case cfg.LoopbackOnly:
 			lb := rep.Loopback
-			fmt.Printf("find: %s entries/s (best %.0f)\nfindget (%s): %s MB/s (best %.0f)\n",
-				joinf(lb.FindEntriesPerSec, "%.0f"), maxf(lb.FindEntriesPerSec),
+			fmt.Printf("server: %s\nfind: %s entries/s (median %.0f, best %.0f)\nfindget (%s): %s MB/s (best %.0f)\n",
+				lb.Server, joinf(lb.FindEntriesPerSec, "%.0f"), median(lb.FindEntriesPerSec), maxf(lb.FindEntriesPerSec),
 				lb.FindGetMethod, joinf(lb.FindGetMBPerSec, "%.0f"), maxf(lb.FindGetMBPerSec))
 		case cfg.OutDir == "":
 			os.Stdout.WriteString(rep.Markdown())

@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +156,63 @@ func (e *env) zxServer(dir string) (string, bool, error) {
 	}
 	e.onCleanup(func() { s.Close() })
 	return s.Addr, s.Finder, nil
+}
+
+// serveChild starts cmd (`zx serve`) on a free loopback port, exporting
+// dir read-only, and returns its address and a function that stops it.
+func serveChild(ctx context.Context, cmd []string, dir string) (addr string, stop func(), err error) {
+	args := append(slices.Clone(cmd[1:]), "--listen", "127.0.0.1:0", "--ro", dir)
+	c := exec.Command(cmd[0], args...)
+	c.Env = os.Environ()
+	// It must not outlive the benchmark, even one that is killed.
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := c.Start(); err != nil {
+		return "", nil, fmt.Errorf("starting %s: %w", strings.Join(cmd, " "), err)
+	}
+	stop = func() {
+		c.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			c.Process.Kill()
+			<-done
+		}
+	}
+	// It says "zx: serving DIR at zx://ADDR/" once it listens.
+	found := make(chan string, 1)
+	var said bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if _, u, ok := strings.Cut(line, " at zx://"); ok && strings.HasPrefix(line, "zx: serving ") {
+				found <- strings.TrimSuffix(u, "/")
+				break
+			}
+			said.WriteString(line + "\n")
+		}
+		close(found)
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case a, ok := <-found:
+		if ok {
+			return a, stop, nil
+		}
+		// It ended without listening; said holds what it said.
+		stop()
+		return "", nil, fmt.Errorf("%s: %s", strings.Join(cmd, " "), strings.TrimSpace(said.String()))
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	stop()
+	return "", nil, fmt.Errorf("%s did not say where it listens within 30 s", strings.Join(cmd, " "))
 }
 
 // checkTools fails with a clear message when what sshfs needs is missing.

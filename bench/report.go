@@ -137,8 +137,12 @@ func (rep *Report) Markdown() string {
 	p("The sshfs column of the RemoveAll row is the same `rm -rf` measurement as the row above it.\n")
 
 	if lb := rep.Loopback; lb != nil {
-		p("\n## Server's raw rates on loopback (no emulator, 3 runs)\n\n")
-		p("- find over the whole tree (every entry matches): %s entries/s (best %.0f).\n", joinf(lb.FindEntriesPerSec, "%.0f"), maxf(lb.FindEntriesPerSec))
+		p("\n## Server's raw rates on loopback (no emulator)\n\n")
+		if lb.Server != "" {
+			p("- server: %s; the client is the benchmark's process.\n", lb.Server)
+		}
+		p("- find over the whole tree (every entry matches), %d runs: %s entries/s (median %.0f, best %.0f).\n",
+			len(lb.FindEntriesPerSec), joinf(lb.FindEntriesPerSec, "%.0f"), median(lb.FindEntriesPerSec), maxf(lb.FindEntriesPerSec))
 		p("- findget over its regular files (%s): %s MB/s (best %.0f; 1 MB = 10⁶ bytes, counted as file data or, for the fallback, bytes received).\n",
 			lb.FindGetMethod, joinf(lb.FindGetMBPerSec, "%.0f"), maxf(lb.FindGetMBPerSec))
 	}
@@ -198,12 +202,13 @@ func (rep *Report) targets() []Target {
 	// 2. Find streaming at least 200,000 entries/s on loopback.
 	tg := Target{Name: "find streams ≥ 200,000 entries/s on loopback", Status: "not measured"}
 	if lb := rep.Loopback; lb != nil && len(lb.FindEntriesPerSec) > 0 {
-		best := maxf(lb.FindEntriesPerSec)
+		// The median, not the best run: the target is a steady rate.
+		med := median(lb.FindEntriesPerSec)
 		tg.Status = "missed"
-		if best >= 200000 {
+		if med >= 200000 {
 			tg.Status = "met"
 		}
-		tg.Detail = fmt.Sprintf("best of %d runs: %.0f entries/s (%s)", len(lb.FindEntriesPerSec), best, joinf(lb.FindEntriesPerSec, "%.0f"))
+		tg.Detail = fmt.Sprintf("median of %d runs: %.0f entries/s (best %.0f; %s)", len(lb.FindEntriesPerSec), med, maxf(lb.FindEntriesPerSec), joinf(lb.FindEntriesPerSec, "%.0f"))
 	}
 	ts = append(ts, tg)
 	// 3. The big file at the rate and RTT moving at ≥ 90% of the rate.

@@ -234,9 +234,10 @@ func zxRead(ctx context.Context, t *client.Tree, p string, want []byte) (int64, 
 }
 
 // zxLoopback measures the server's raw rates without the emulator: find
-// entries/s over the whole tree and findget MB/s over its regular files.
-func zxLoopback(ctx context.Context, addr string, runs int) (find []float64, findget []float64, fgMethod string, err error) {
-	for i := 0; i < runs; i++ {
+// entries/s over the whole tree (findRuns runs) and findget MB/s over its
+// regular files (findgetRuns runs), each over a fresh connection.
+func zxLoopback(ctx context.Context, addr string, findRuns, findgetRuns int) (find []float64, findget []float64, fgMethod string, err error) {
+	for range findRuns {
 		c, err := client.Dial(ctx, addr, client.Options{})
 		if err != nil {
 			return nil, nil, "", err
@@ -249,15 +250,25 @@ func zxLoopback(ctx context.Context, addr string, runs int) (find []float64, fin
 		t0 := time.Now()
 		n, _, err := zxFind(ctx, t, "/tree", "")
 		el := time.Since(t0)
+		c.Close()
 		if err != nil {
-			c.Close()
 			return nil, nil, "", fmt.Errorf("loopback find: %v", err)
 		}
 		find = append(find, float64(n)/el.Seconds())
-
+	}
+	for range findgetRuns {
+		c, err := client.Dial(ctx, addr, client.Options{})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		t := c.Tree("")
+		if _, err := c.Ping(ctx); err != nil {
+			c.Close()
+			return nil, nil, "", err
+		}
 		s := &scanner{pat: []byte(missingBytes)}
 		fgMethod = "FindGet"
-		t0 = time.Now()
+		t0 := time.Now()
 		var fgErr error
 		for it := range t.FindGet(ctx, "/tree", "type=-", "", "", 0) {
 			if it.Err != nil {
@@ -280,7 +291,7 @@ func zxLoopback(ctx context.Context, addr string, runs int) (find []float64, fin
 			_, _, fgErr = zxGrepFallback(ctx, t, "/tree", missingBytes)
 			s.bytes = c.Stats().BytesIn - before
 		}
-		el = time.Since(t0)
+		el := time.Since(t0)
 		c.Close()
 		if fgErr != nil {
 			return nil, nil, "", fmt.Errorf("loopback findget: %v", fgErr)

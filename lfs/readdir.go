@@ -253,7 +253,10 @@ func (f *FS) markXattrs(dfd int, db *dirbuf, stx []unix.Statx_t, how []uint8) {
 		return inodeKey{dev: uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), ino: st.Ino}
 	}
 	ask := db.ask[:0]
+	// Taken before any listxattrat: see xattrMemo.remember.
+	listed := time.Now()
 	f.xattrs.mu.Lock()
+	f.xattrs.check(listed)
 	for i := range how {
 		if how[i] == plain && !f.xattrs.bare(key(&stx[i]), stxNsec(stx[i].Ctime)) {
 			ask = append(ask, int32(i))
@@ -266,7 +269,6 @@ func (f *FS) markXattrs(dfd int, db *dirbuf, stx []unix.Statx_t, how []uint8) {
 		db.ask = ask
 		return
 	}
-	listed := time.Now()
 	bare := ask[:0]
 	for _, i := range ask {
 		// Asking for the size alone (an empty buffer) tells whether

@@ -20,11 +20,18 @@ import (
 // remembered, so a statx that returns the remembered ctime proves that no
 // extended attribute was set since: the same reasoning as git's "racily
 // clean" index entries. A new inode that reuses a number was created after
-// the listing, so its ctime differs too. Only a step of the system clock
-// backwards by more than racyMargin could defeat it.
+// the listing, so its ctime differs too. A step of the system clock
+// backwards by less than racyMargin is covered by the margin; the memo
+// notices a larger one (the wall clock then falls behind the monotonic
+// one) and starts over.
 type xattrMemo struct {
 	mu sync.Mutex
 	m  map[inodeKey]int64 // ctime (ns) when seen without extended attributes
+
+	// When the memo started, on both clocks: the wall clock stepped back
+	// when it has since advanced less than the monotonic one.
+	baseWall int64     // ns since the epoch
+	baseMono time.Time // with its monotonic reading
 
 	hits, asked int64 // entries the memo vouched for, entries it did not
 }
@@ -41,6 +48,20 @@ const racyMargin = 100 * time.Millisecond
 // maxMemo bounds the inodes remembered (about 40 bytes each); past it the
 // memo starts over.
 const maxMemo = 1 << 20
+
+// check forgets everything when the wall clock stepped back by more than
+// half of racyMargin since the memo started. mu is held.
+func (x *xattrMemo) check(now time.Time) {
+	if x.baseMono.IsZero() {
+		x.baseWall, x.baseMono = now.UnixNano(), now
+		return
+	}
+	wall := time.Duration(now.UnixNano() - x.baseWall)
+	if wall < now.Sub(x.baseMono)-racyMargin/2 {
+		x.m = nil
+		x.baseWall, x.baseMono = now.UnixNano(), now
+	}
+}
 
 // bare reports whether the inode was seen without extended attributes at
 // this ctime. mu is held.

@@ -128,3 +128,34 @@ func waitClockPast(t *testing.T, dir, p string, d time.Duration) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestXattrMemoClockStep checks that the memo forgets what it knows when
+// the wall clock steps back by more than it can cover.
+func TestXattrMemoClockStep(t *testing.T) {
+	var x xattrMemo
+	now := time.Now()
+	x.check(now)
+	k := inodeKey{dev: 1, ino: 2}
+	x.remember(k, now.Add(-time.Hour).UnixNano(), now)
+	if !x.bare(k, now.Add(-time.Hour).UnixNano()) {
+		t.Fatal("not remembered")
+	}
+	x.check(time.Now())
+	if !x.bare(k, now.Add(-time.Hour).UnixNano()) {
+		t.Fatal("forgotten with no step of the clock")
+	}
+	// As if the wall clock had read an hour more when the memo started:
+	// it has stepped back since.
+	x.baseWall += time.Hour.Nanoseconds()
+	x.check(time.Now())
+	if x.bare(k, now.Add(-time.Hour).UnixNano()) {
+		t.Fatal("still remembered after the clock stepped back an hour")
+	}
+	// A step smaller than the margin covers is no reason to start over.
+	x.remember(k, now.Add(-time.Hour).UnixNano(), now)
+	x.baseWall += (racyMargin / 4).Nanoseconds()
+	x.check(time.Now())
+	if !x.bare(k, now.Add(-time.Hour).UnixNano()) {
+		t.Fatal("forgotten after a step of a quarter of the margin")
+	}
+}

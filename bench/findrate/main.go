@@ -30,7 +30,7 @@ import (
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
-	"github.com/zxfs/zx/server"
+	zxserver "github.com/zxfs/zx/server"
 )
 
 func main() {
@@ -38,25 +38,31 @@ func main() {
 	tree := flag.String("tree", filepath.Join(runtime.GOROOT(), "src"), "the tree to export")
 	quiet := flag.Int64("quiet", 2, "a run is undisturbed when other processes used at most this many CPU ticks during it")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the runs (server and client, one process) to this file")
+	server := flag.String("server", "", "measure the zx server at this address (`HOST:PORT`, e.g. a `zx serve` of the tree) instead of one in this process")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the runs to this file")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("findrate: ")
 
-	fs, err := lfs.New(*tree, lfs.Options{ReadOnly: true})
-	if err != nil {
-		log.Fatal(err)
+	addr := *server
+	if addr == "" {
+		fs, err := lfs.New(*tree, lfs.Options{ReadOnly: true})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer fs.Close()
+		srv, err := zxserver.New(map[string]zx.Tree{"main": fs}, "main", zxserver.Config{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		go srv.Serve(l)
+		defer srv.Close()
+		addr = l.Addr().String()
 	}
-	defer fs.Close()
-	srv, err := server.New(map[string]zx.Tree{"main": fs}, "main", server.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve(l)
-	defer srv.Close()
 
 	if *cpuprofile != "" {
 		pf, err := os.Create(*cpuprofile)
@@ -72,7 +78,7 @@ func main() {
 	var calm []float64
 	var entries int
 	for range *runs {
-		rate, others, own, n, err := run(ctx, l.Addr().String())
+		rate, others, own, n, err := run(ctx, addr)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -81,6 +87,16 @@ func main() {
 		if others <= *quiet {
 			calm = append(calm, rate)
 		}
+	}
+	if *memprofile != "" {
+		pf, err := os.Create(*memprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(pf, 0); err != nil {
+			log.Fatal(err)
+		}
+		pf.Close()
 	}
 	if len(calm) == 0 {
 		fmt.Printf("# no run of %d was undisturbed (others used more than %d ticks in each)\n", *runs, *quiet)

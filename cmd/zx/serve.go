@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +57,8 @@ func serveCommand() command {
 			"buffered data is bounded per connection (--max-conn-buffer) and for the server (--max-memory), " +
 			"each connection's requests are paced to --request-rate, a reply the client does not read for " +
 			"--stall-timeout is abandoned, and connections idle for --idle-timeout are closed. " +
-			"A client that hits a limit is told which one.",
+			"A client that hits a limit is told which one. " +
+			"Unless the environment sets GOGC, it runs with GOGC=400: a little more memory for a fifth less CPU per entry on a large find.",
 		exit: "0 stopped by SIGINT or SIGTERM (with --stdio: the connection ended) with every request finished; 1 it could not start (a directory it cannot export, an address it cannot listen on, no authorized file beyond loopback) or cut off requests still running after 10 seconds; 2 bad usage.",
 		example: "zx serve --listen 127.0.0.1:5640 --tree src=$HOME/src --ro $HOME/docs\n" +
 			"zx serve --listen 0.0.0.0:5640 --authorized /etc/zx/authorized /srv/project",
@@ -162,6 +164,7 @@ func runServe(args []string) int {
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		return usageError(c, fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", *level))
 	}
+	serverGC()
 	dir := "."
 	if len(rest) == 1 {
 		dir = rest[0]
@@ -370,4 +373,20 @@ func idleSet(fs *flag.FlagSet) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "idle-timeout" })
 	return set
+}
+
+// serverGCPercent is the garbage collector's target (GOGC) of `zx serve`
+// when the environment sets none. A server's live heap is small (a few MB)
+// and a find allocates one map per entry, so at Go's default of 100 it
+// collects several times per find of a large tree: on loopback, a find of
+// Go's source tree took a fifth more CPU at 100 than at 400. The price is
+// a heap up to five times the live data instead of twice.
+const serverGCPercent = 400
+
+// serverGC sets the collector's target to serverGCPercent, unless GOGC
+// says otherwise.
+func serverGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(serverGCPercent)
+	}
 }
