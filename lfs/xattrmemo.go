@@ -26,7 +26,14 @@ import (
 // one) and starts over.
 type xattrMemo struct {
 	mu sync.Mutex
-	m  map[inodeKey]int64 // ctime (ns) when seen without extended attributes
+	// For each device, for each inode, the ctime (ns) at which it was
+	// seen without extended attributes. (Maps keyed by integers have a
+	// faster path than those keyed by a struct: this is on the path of
+	// every entry a find streams.)
+	m       map[uint64]map[uint64]int64
+	n       int              // inodes in m
+	lastDev uint64           // the device of last
+	last    map[uint64]int64 // m[lastDev], when not nil
 
 	// When the memo started, on both clocks: the wall clock stepped back
 	// when it has since advanced less than the monotonic one.
@@ -58,15 +65,40 @@ func (x *xattrMemo) check(now time.Time) {
 	}
 	wall := time.Duration(now.UnixNano() - x.baseWall)
 	if wall < now.Sub(x.baseMono)-racyMargin/2 {
-		x.m = nil
+		x.forget()
 		x.baseWall, x.baseMono = now.UnixNano(), now
 	}
+}
+
+func (x *xattrMemo) forget() {
+	x.m, x.n, x.last = nil, 0, nil
+}
+
+// inodes returns the map of the inodes of device dev, nil if none is
+// remembered and !add. mu is held.
+func (x *xattrMemo) inodes(dev uint64, add bool) map[uint64]int64 {
+	if x.last != nil && x.lastDev == dev {
+		return x.last
+	}
+	m := x.m[dev]
+	if m == nil {
+		if !add {
+			return nil
+		}
+		if x.m == nil {
+			x.m = make(map[uint64]map[uint64]int64)
+		}
+		m = make(map[uint64]int64)
+		x.m[dev] = m
+	}
+	x.lastDev, x.last = dev, m
+	return m
 }
 
 // bare reports whether the inode was seen without extended attributes at
 // this ctime. mu is held.
 func (x *xattrMemo) bare(k inodeKey, ctime int64) bool {
-	c, ok := x.m[k]
+	c, ok := x.inodes(k.dev, false)[k.ino]
 	return ok && c == ctime
 }
 
@@ -76,8 +108,12 @@ func (x *xattrMemo) remember(k inodeKey, ctime int64, listed time.Time) {
 	if ctime >= listed.Add(-racyMargin).UnixNano() {
 		return
 	}
-	if x.m == nil || len(x.m) >= maxMemo {
-		x.m = make(map[inodeKey]int64)
+	if x.n >= maxMemo {
+		x.forget()
 	}
-	x.m[k] = ctime
+	m := x.inodes(k.dev, true)
+	if _, ok := m[k.ino]; !ok {
+		x.n++
+	}
+	m[k.ino] = ctime
 }
