@@ -379,8 +379,11 @@ func TestStall(t *testing.T) {
 	p.Stall(stall)
 	rtts := pings(t, c, 6)
 	t.Logf("pings during and after a %v stall: %v", stall, rtts)
-	if rtts[0] < stall || rtts[0] > stall+100*time.Millisecond {
-		t.Errorf("ping during stall took %v, want about %v", rtts[0], stall)
+	// At least the stall: the data was held. No upper bound but the
+	// stall's end itself (the pings returned): load only delays, and a
+	// wall-time bound would fail on a busy machine (420 ms was seen).
+	if rtts[0] < stall {
+		t.Errorf("ping during stall took %v, want at least %v", rtts[0], stall)
 	}
 	// The fastest ping after it (load only delays, see addedRTT).
 	if d := slices.Min(rtts[1:]); d < 10*time.Millisecond || d > 15*time.Millisecond {
