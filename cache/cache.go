@@ -273,6 +273,9 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		var werr error
 		if c.wb, werr = NewWriteBack(opts.Journal, c, c.log); werr != nil {
 			err = werr
+		} else {
+			c.wb.maxFile, c.wb.maxMem = max(opts.MaxFileCache, 0), opts.MemBytes
+			c.wb.base = c.wbBase
 		}
 	}
 	if opts.Dir != "" {
@@ -651,6 +654,16 @@ func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
 		return replyc(zx.Reply{Err: zx.Errorf("stat", p, err)})
 	}
 	p = cp
+	if c.wb != nil {
+		// A file with written-back data not yet on the server: as the
+		// mount left it (see Get).
+		if d, ok := c.wb.Entry(p); ok {
+			c.mu.Lock()
+			c.stats.Hits++
+			c.mu.Unlock()
+			return replyc(zx.Reply{Dir: d})
+		}
+	}
 	c.awaitPrefetch(ctx, p, false)
 	c.mu.Lock()
 	if !c.pendingOverlap(p) {
@@ -807,6 +820,17 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 		return c.remote.Get(ctx, p, off, count)
 	}
 	p = cp
+	if c.wb != nil {
+		// A file with written-back data not yet on the server is read
+		// from what was written (the server may be out of reach, and
+		// would answer the same once it has the data).
+		if data, ok := c.wb.Contents(p); ok {
+			c.mu.Lock()
+			c.stats.Hits++
+			c.mu.Unlock()
+			return itemsFrom(ctx, dataItems(data, off, count))
+		}
+	}
 	whole := off == 0 && count < 0
 	if whole {
 		c.awaitPrefetch(ctx, p, true)
@@ -917,6 +941,26 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 		return c.fetchAny(ctx, p, sc, rc, s, ep, at)
 	}
 	return c.remote.Get(ctx, p, off, count)
+}
+
+// wbBase returns the contents of the file at p that a write-back record
+// written now applies to, when the cache holds them (see WriteBack.base):
+// the entry is valid, the data matches it, and no write of p is in
+// flight (whose outcome the cached data would not show).
+func (c *Cache) wbBase(p string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pendingOverlap(p) {
+		return nil, false
+	}
+	e := c.ents[p]
+	if !c.validEntry(e) || e.d == nil || e.d.Type() != zx.TypeFile {
+		return nil, false
+	}
+	if e.d.Size() == 0 {
+		return nil, true // never cached, and nothing to cache
+	}
+	return c.cachedData(p, e.d)
 }
 
 // fetchDir lists p, forwarding the entries, and caches the listing.
@@ -1363,6 +1407,10 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 	if err1 != nil || err2 != nil || f == "/" || t == "/" {
 		return c.remote.Move(ctx, from, to)
 	}
+	if c.wb != nil {
+		c.wb.forget(f)
+		c.wb.forget(t)
+	}
 	s := c.begin(f, t)
 	at := time.Now()
 	ec := c.remote.Move(ctx, f, t)
@@ -1425,6 +1473,9 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 		return c.remote.Remove(ctx, p)
 	}
 	p = cp
+	if c.wb != nil {
+		c.wb.forget(p)
+	}
 	s := c.begin(p)
 	at := time.Now()
 	var ec <-chan error

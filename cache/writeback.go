@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,16 @@ type WriteBack struct {
 	nstuck   int     // records in recs that are stuck
 	leftover []*record
 	stats    WriteBackStats
+
+	// The contents of files with pending records, kept so that reads
+	// of them never wait for the server (see Contents): a file's at
+	// most maxFile bytes, all of them together at most maxMem.
+	maxFile, maxMem int64
+	mem             int64 // bytes in paths' contents
+	// base, if set (by the cache), returns the cached contents of the
+	// file at p when they are valid and no write of p is in flight:
+	// what a record of writes in place applies to.
+	base func(p string) ([]byte, bool)
 }
 
 // wbRec is a record in flight.
@@ -57,6 +68,16 @@ type wbRec struct {
 type wbPath struct {
 	n    int
 	size int64
+	// data is the file's contents once its pending records are
+	// applied, if known: the records began with the whole file (it was
+	// created or truncated to zero through the mount), or the cache
+	// held the contents they were written over. Never changed in
+	// place: a reader may hold it.
+	data  []byte
+	known bool
+	// d is the file's entry as the writer left it (SetEntry), nil if
+	// unknown.
+	d zx.Dir
 }
 
 // WriteBackStats counts what the write-back queue did.
@@ -89,6 +110,7 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 		t: t, j: j, log: log, ctx: ctx, cancel: cancel,
 		recs: make(map[uint64]*wbRec), paths: make(map[string]*wbPath),
 		leftover: recs,
+		maxFile:  64 << 20, maxMem: 512 << 20,
 	}
 	w.stats.Journal = dir
 	// Past every number in the journal, acknowledgements included: a
@@ -193,10 +215,148 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	w.retry(true)
 	wr := &wbRec{r: r, size: size, done: make(chan struct{})}
 	w.mu.Lock()
+	w.contents(p, ops, data, size)
 	w.add(wr)
 	w.mu.Unlock()
 	w.issue(wr, true)
 	return nil
+}
+
+// contents works out the contents of the file at p once the writes ops
+// (with data) are applied over its pending records, before the record
+// that holds them is added, and keeps them when they are known and
+// small enough. w.mu is held.
+func (w *WriteBack) contents(p string, ops []Op, data []byte, size int64) {
+	pp := w.paths[p]
+	var cur []byte
+	known := false
+	switch {
+	case pp != nil:
+		cur, known = pp.data, pp.known
+	case w.base != nil:
+		cur, known = w.base(p)
+	}
+	var off int64
+	shared := true // cur is not ours to change
+	for _, op := range ops {
+		switch {
+		case op.Whole:
+			cur, known, shared = data[off:off+op.Len], true, true
+		case op.Trunc && op.Off == 0:
+			cur, known, shared = nil, true, false
+		case !known:
+			// Written over contents we do not have.
+		case op.Trunc:
+			if op.Off > w.maxFile {
+				known = false
+				break
+			}
+			nb := make([]byte, op.Off)
+			copy(nb, cur)
+			cur, shared = nb, false
+		default:
+			end := max(op.Off+op.Len, int64(len(cur)))
+			if end > w.maxFile {
+				known = false
+				break
+			}
+			if shared || end > int64(len(cur)) {
+				nb := make([]byte, end)
+				copy(nb, cur)
+				cur, shared = nb, false
+			}
+			copy(cur[op.Off:], data[off:off+op.Len])
+		}
+		off += op.Len
+	}
+	if known && int64(len(cur)) != size {
+		known = false // cannot happen; do not guess
+	}
+	var had int64
+	if pp != nil {
+		had = int64(len(pp.data))
+	}
+	if known && (size > w.maxFile || w.mem-had+size > w.maxMem) {
+		known = false
+	}
+	if known && shared {
+		// The caller's buffer (the mount's handle goes on writing
+		// into it), or the cache's: our own copy.
+		cur = bytes.Clone(cur)
+	}
+	if pp == nil {
+		pp = &wbPath{}
+		w.paths[p] = pp
+	}
+	w.mem -= int64(len(pp.data))
+	pp.data, pp.known = nil, known
+	if known {
+		if cur == nil {
+			cur = []byte{}
+		}
+		pp.data = cur
+		w.mem += int64(len(cur))
+	}
+}
+
+// SetEntry notes d as the entry of the file at p while it has pending
+// records (the mount's, with the size and mtime its writes gave it), so
+// that Entry answers for it.
+func (w *WriteBack) SetEntry(p string, d zx.Dir) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if pp := w.paths[p]; pp != nil && pp.n > 0 && d != nil && d.Type() == zx.TypeFile {
+		pp.d = d.Clone()
+	}
+}
+
+// Entry returns the entry of the file at p, with the size through its
+// pending records, if it has any and SetEntry told one.
+func (w *WriteBack) Entry(p string) (zx.Dir, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pp := w.paths[p]
+	if pp == nil || pp.n <= 0 || pp.d == nil {
+		return nil, false
+	}
+	d := pp.d.Clone()
+	d.SetInt(zx.ASize, pp.size)
+	return d, true
+}
+
+// forget drops what the queue knows of the files at and below p (their
+// entries and contents; not their records), which a remove or a move is
+// about to change on the server: reads of them go to the server again,
+// behind the change.
+func (w *WriteBack) forget(p string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	drop := func(pp *wbPath) {
+		w.mem -= int64(len(pp.data))
+		pp.data, pp.known, pp.d = nil, false, nil
+	}
+	if pp := w.paths[p]; pp != nil {
+		drop(pp)
+	}
+	for q, pp := range w.paths {
+		if q != p && zx.HasPrefix(q, p) {
+			drop(pp)
+		}
+	}
+}
+
+// Contents returns the contents of the file at p once its pending
+// records are applied, if it has any and the queue knows them (see
+// wbPath.data). The caller must not change them. The cache answers reads
+// of the file with them rather than asking the server: the server may be
+// unreachable, and has not seen those writes anyway.
+func (w *WriteBack) Contents(p string) ([]byte, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if pp := w.paths[p]; pp != nil && pp.known && pp.n > 0 {
+		return pp.data, true
+	}
+	return nil, false
 }
 
 // issue sends wr's ops, reading their data from the journal, and, in the
@@ -323,6 +483,7 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 	w.stats.PendingBytes -= wr.r.DataLen
 	if pp := w.paths[wr.r.Path]; pp != nil && wr.size >= 0 {
 		if pp.n--; pp.n <= 0 {
+			w.mem -= int64(len(pp.data))
 			delete(w.paths, wr.r.Path)
 		}
 	}

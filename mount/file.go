@@ -717,6 +717,9 @@ func (h *handle) writeBack(p string) syscall.Errno {
 		nd.SetInt(zx.ASize, h.s.size)
 		nd.SetTime(zx.AMtime, time.Now())
 		h.n.setDir(nd)
+		// Lookups of the file are answered with it until the server
+		// has the data (the kernel may forget the inode meanwhile).
+		m.wb.SetEntry(p, nd)
 	}
 	// No invalidation of the kernel's attributes here: each write
 	// already made the kernel drop the size and times it had, and
