@@ -3,6 +3,7 @@ package mount_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -83,6 +84,10 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 			}
 			if string(b) != w {
 				t.Errorf("%s: read %s: %q, want %q", what, name, b, w)
+			}
+			// ls -l FILE: lstat, and the xattrs ls asks for.
+			if out, err := exec.Command("ls", "-l", e.p(name)).CombinedOutput(); err != nil {
+				t.Errorf("%s: ls -l %s: %v\n%s", what, name, err, out)
 			}
 		}
 		after := e.conn.Stats()
