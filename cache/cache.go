@@ -109,7 +109,7 @@ type Stats struct {
 	DiskBytes     int64 // bytes of file data on disk
 	DiskFiles     int   // files in the disk cache
 	Events        int64 // change notices applied
-	Invalidations int64 // notices that invalidated something
+	Invalidations int64 // notices that invalidated something, and losses of the watch (everything dropped)
 	DataBytes     int64 // bytes of file data cached
 	Entries       int   // entries cached (positive and negative)
 

@@ -148,6 +148,11 @@ func (c *Cache) watchLoop(w zx.Watcher) {
 		c.epoch++
 		c.record(zx.Overflow, false, "/")
 		c.dropAll()
+		if wasUp {
+			// Everything is dropped, here and in the kernel: an
+			// invalidation, as an overflow notice's is.
+			c.stats.Invalidations++
+		}
 		c.mu.Unlock()
 		if wasUp {
 			c.callback([]inval{{"/", InvalAll}})

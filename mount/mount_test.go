@@ -53,10 +53,11 @@ func serve(t testing.TB, tr zx.Tree) string {
 }
 
 type env struct {
-	dir  string
-	conn *client.Conn
-	c    *cache.Cache
-	m    *mount.FS
+	dir   string
+	conn  *client.Conn
+	c     *cache.Cache
+	m     *mount.FS
+	proxy *wan.Proxy // the link, when setup.rtt > 0
 }
 
 type setup struct {
@@ -74,6 +75,7 @@ func mnt(t *testing.T, s setup) *env {
 	if addr == "" {
 		addr = serve(t, memfs.New())
 	}
+	var proxy *wan.Proxy
 	if s.rtt > 0 {
 		p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{RTT: s.rtt})
 		if err != nil {
@@ -81,6 +83,7 @@ func mnt(t *testing.T, s setup) *env {
 		}
 		t.Cleanup(func() { p.Close() })
 		addr = p.Addr()
+		proxy = p
 	}
 	conn, err := client.Dial(context.Background(), addr, s.dial)
 	if err != nil {
@@ -109,7 +112,7 @@ func mnt(t *testing.T, s setup) *env {
 		}
 		abortConn(abort)
 	})
-	return &env{dir: dir, conn: conn, c: c, m: m}
+	return &env{dir: dir, conn: conn, c: c, m: m, proxy: proxy}
 }
 
 // abortFile opens the abort file of the FUSE connection of the mount at
