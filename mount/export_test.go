@@ -17,3 +17,16 @@ func SetStatHook(m *FS, statted func(p string)) {
 	th.statted = statted
 	m.hooks.Store(th)
 }
+
+// SetLookupHooks sets the test hooks run once the stat of a Lookup is
+// answered, before the mount uses it (looked), and before the mount
+// drops the kernel's attributes of a node after its writes were answered
+// (refreshing), keeping the others (see testHooks).
+func SetLookupHooks(m *FS, looked, refreshing func(p string)) {
+	th := &testHooks{}
+	if old := m.hooks.Load(); old != nil {
+		*th = *old
+	}
+	th.looked, th.refreshing = looked, refreshing
+	m.hooks.Store(th)
+}

@@ -103,6 +103,7 @@ type FS struct {
 	open    map[uint64]*node // open files, by local inode number
 
 	provisional atomic.Uint64 // numbers provisional inode numbers (createAhead)
+	wgen        atomic.Uint64 // writes of open handles sent, on any node (see wmark)
 	negs        map[negKey]bool
 
 	sfmu   sync.Mutex // guards sf, sfAt
@@ -606,6 +607,8 @@ func (m *FS) invalBarrier(done func()) {
 type testHooks struct {
 	releasing, released, truncating func(p string)
 	statted                         func(p string) // a stat of Getattr or Open was answered
+	looked                          func(p string) // a stat of Lookup was answered
+	refreshing                      func(p string) // invalLoop is about to drop a node's attributes (refreshAttrs)
 }
 
 // refreshAttrs asks the kernel to forget n's attributes, from invalLoop.
@@ -680,6 +683,9 @@ func (m *FS) doInval(iv inv) {
 		return
 	}
 	if iv.node != nil {
+		if th := m.hooks.Load(); th != nil && th.refreshing != nil {
+			th.refreshing("/" + iv.node.Path(m.root.EmbeddedInode()))
+		}
 		iv.node.NotifyContent(-1, 0)
 		return
 	}

@@ -110,12 +110,27 @@ func (n *node) sendingWrites() {
 	n.writing++
 	n.wgen++
 	n.mu.Unlock()
+	n.m.wgen.Add(1)
 }
 
-// wmark is where the writes of a node stood when a request was sent.
+// wmark is where the writes of a node stood when a request was sent
+// whose reply carries the node's attributes.
+//
+// The rule (docs/cache.md, "Attributes from the server and local
+// writes"): attributes from the server (a stat, a lookup or a listing's
+// entry, from the server or the cache, or the reply to a change) describe
+// the file when they were produced. A write of the open handles sent
+// while the request was in flight, or in flight when it was sent, may
+// have changed the file since: the reply is stale. It is not kept as the
+// node's entry, the size the open handles see stands, and the kernel is
+// told not to cache it. A write sent before the request is not a race:
+// the server applies requests in issue order, and the cache sends a
+// request on a path with a write in flight to the server.
 type wmark struct {
-	gen  uint64
-	busy bool // writes sent and not yet answered
+	n    *node  // the node marked; nil if none was known
+	gen  uint64 // n.wgen then
+	busy bool   // n had writes sent and not yet answered
+	all  uint64 // FS.wgen then: for a reply that turns out to be another node's
 }
 
 // writeMark notes where n's writes stand before a stat is sent. The
@@ -127,17 +142,58 @@ type wmark struct {
 // sent before it changed the size itself), and an O_APPEND write after
 // an O_TRUNC open would land at the old end.
 func (n *node) writeMark() wmark {
+	all := n.m.wgen.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return wmark{n.wgen, n.writing > 0}
+	return wmark{n: n, gen: n.wgen, busy: n.writing > 0, all: all}
+}
+
+// markFor returns the write mark of cn, the node a request's reply is
+// expected to describe (nil if none is known).
+func (m *FS) markFor(cn *node) wmark {
+	if cn == nil {
+		return wmark{all: m.wgen.Load()}
+	}
+	return cn.writeMark()
 }
 
 // racedWrites reports whether writes of n were in flight at mark, or
-// were sent since.
+// were sent since. A reply that found n by its inode number when mark
+// was taken for another node (or none) raced if n has writes in flight
+// or any node sent writes since.
 func (n *node) racedWrites(mark wmark) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if mark.n != n {
+		return n.writing > 0 || n.m.wgen.Load() != mark.all
+	}
 	return mark.busy || n.wgen != mark.gen
+}
+
+// localAttr lays over a, filled from d, an entry of n (at p) from the server,
+// what local changes not yet on the server, or that d may not show, made
+// of n: the size of unsent writes of the open handles, of written-back
+// data on its way, and, if d raced writes of n (stale, see wmark), the
+// size the open handles see. It reports whether the kernel must not
+// cache a: d may be older than writes of n.
+func (n *node) localAttr(d zx.Dir, p string, stale bool, a *fuse.Attr) (nocache bool) {
+	if d.IsDir() {
+		return false // written through no handle
+	}
+	sz, ok := n.dirtySize()
+	if m := n.m; !ok && m.wb != nil {
+		if sz, ok = m.wb.PendingSize(p); ok {
+			stale = true // as pendingAttr: the server has not seen it
+		}
+	}
+	if !ok && stale {
+		sz, ok = n.wsSize()
+	}
+	if ok {
+		a.Size = uint64(sz)
+		a.Blocks = (a.Size + 511) / 512
+	}
+	return stale
 }
 
 // statFresh returns the entry at n's path, and whether it may be older
@@ -236,8 +292,9 @@ func (m *FS) stat(ctx context.Context, p string) (zx.Dir, error) {
 	return zx.Stat(ctx, m.t, p)
 }
 
-// newChild returns the inode for entry d, a child of n.
-func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.EntryOut) *fs.Inode {
+// newChild returns the inode for entry d, a child of n, from a reply to
+// a request sent at mark (see wmark).
+func (n *node) newChild(ctx context.Context, d zx.Dir, p string, mark wmark, out *fuse.EntryOut) *fs.Inode {
 	m := n.m
 	if si := d[zx.AIno]; si != "" && !strings.HasPrefix(si, "~") {
 		// The entry the kernel has here may be one created without
@@ -267,16 +324,30 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, out *fuse.Entry
 	// and repeated lookups get one inode).
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: stmode(d.Type()), Ino: ino})
 	m.fill(d, ino, &out.Attr)
-	if on := m.openNode(ino); on != nil {
-		// Unsent writes make the file bigger than the server says.
-		if sz, dirty := on.dirtySize(); dirty {
-			out.Size = uint64(sz)
-			out.Blocks = (out.Size + 511) / 512
-		}
-	}
 	t := m.timeout()
 	out.SetEntryTimeout(t)
 	out.SetAttrTimeout(t)
+	if d.IsDir() {
+		return in
+	}
+	// The kernel takes these attributes for the inode it knows (a
+	// lookup, or READDIRPLUS's, sent after its own last change of the
+	// file): they must not undo local changes the entry may not show.
+	cn := mark.n
+	if cn == nil || cn.StableAttr().Ino != ino {
+		cn = m.openNode(ino)
+	}
+	if cn != nil {
+		if cn.localAttr(d, p, cn.racedWrites(mark), &out.Attr) {
+			out.SetAttrTimeout(0)
+		}
+	} else if m.wb != nil {
+		if sz, ok := m.wb.PendingSize(p); ok {
+			out.Size = uint64(sz)
+			out.Blocks = (out.Size + 511) / 512
+			out.SetAttrTimeout(0)
+		}
+	}
 	return in
 }
 
@@ -304,14 +375,22 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		n.m.noteNeg(n.EmbeddedInode(), name)
 		return nil, syscall.ENOENT
 	}
+	var cn *node
+	if in := n.GetChild(name); in != nil {
+		cn, _ = in.Operations().(*node)
+	}
+	mark := n.m.markFor(cn)
 	d, err := n.m.stat(ctx, p)
+	if th := n.m.hooks.Load(); th != nil && th.looked != nil {
+		th.looked(p)
+	}
 	if err != nil {
 		if zx.KindOf(err) == zx.ErrNotExist {
 			n.m.noteNeg(n.EmbeddedInode(), name)
 		}
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, d, p, out), 0
+	return n.newChild(ctx, d, p, mark, out), 0
 }
 
 // Getattr implements fs.NodeGetattrer.
@@ -329,17 +408,9 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		n.setDir(d)
 	}
 	n.m.fill(d, n.StableAttr().Ino, &out.Attr)
-	sz, ok := n.dirtySize()
-	if !ok && stale {
-		// The reply may predate writes of the open handles: their
-		// size stands.
-		sz, ok = n.wsSize()
-	}
-	if ok {
-		out.Size = uint64(sz)
-		out.Blocks = (out.Size + 511) / 512
-	}
-	if stale {
+	// The reply may predate writes of the open handles: their size
+	// stands (see wmark).
+	if n.localAttr(d, n.path(), stale, &out.Attr) {
 		out.SetTimeout(0)
 	} else {
 		out.SetTimeout(n.m.timeout())
@@ -484,8 +555,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return n.Getattr(ctx, f, out)
 	}
 	n.m.beforeChange()
-	nd, ok := n.wstatAhead(ctx, n.path(), d)
-	if !ok {
+	// Writes in flight now were sent before the change, which the
+	// server applies after them: only those sent from now on race it.
+	mark := n.writeMark()
+	mark.busy = false
+	stale := false
+	nd, ahead := n.wstatAhead(ctx, n.path(), d)
+	if !ahead {
 		rctx, cancel := n.m.rctx(ctx)
 		defer cancel()
 		var err error
@@ -494,13 +570,20 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err != nil {
 			return errno(err)
 		}
+		stale = n.racedWrites(mark)
 	}
-	n.setDir(nd)
+	if !stale {
+		n.setDir(nd)
+	}
 	n.m.fill(nd, n.StableAttr().Ino, &out.Attr)
-	if sz, ok := n.dirtySize(); ok {
-		out.Size = uint64(sz)
+	// Answered ahead, nd is what the mount knows (written-back data
+	// pending included): the kernel may keep it. (A GETATTR after tar's
+	// futimens would cost its chown one more request.)
+	if n.localAttr(nd, n.path(), stale, &out.Attr) && !ahead {
+		out.SetTimeout(0)
+	} else {
+		out.SetTimeout(n.m.timeout())
 	}
-	out.SetTimeout(n.m.timeout())
 	return 0
 }
 
@@ -535,11 +618,12 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
 	}
 	n.m.beforeChange()
+	mark := n.m.markFor(nil)
 	if nd, ok := n.createAhead(ctx, p, d); ok {
 		if nd.IsDir() {
 			n.linksChanged(+1)
 		}
-		return n.newChild(ctx, nd, p, out), nd, 0
+		return n.newChild(ctx, nd, p, mark, out), nd, 0
 	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
@@ -552,7 +636,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	if r.Dir.IsDir() {
 		n.linksChanged(+1)
 	}
-	return n.newChild(ctx, r.Dir, p, out), r.Dir, 0
+	return n.newChild(ctx, r.Dir, p, mark, out), r.Dir, 0
 }
 
 // Create implements fs.NodeCreater.
@@ -641,13 +725,15 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		from = tn.path() // also for an open file relinked elsewhere
 	}
 	p := join(n.path(), name)
+	tn, _ := target.(*node)
+	mark := n.m.markFor(tn)
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
 	r := <-zx.Link(rctx, n.m.t, from, p)
 	if r.Err != nil {
 		return nil, errno(r.Err)
 	}
-	return n.newChild(ctx, r.Dir, p, out), 0
+	return n.newChild(ctx, r.Dir, p, mark, out), 0
 }
 
 func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
@@ -1000,11 +1086,15 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 func (n *node) wstat(ctx context.Context, d zx.Dir) syscall.Errno {
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
+	mark := n.writeMark()
+	mark.busy = false // as in Setattr
 	nd, err := zx.Wstat(rctx, n.m.t, n.path(), d)
 	if err != nil {
 		return errno(err)
 	}
-	n.setDir(nd)
+	if !n.racedWrites(mark) {
+		n.setDir(nd)
+	}
 	n.m.refreshAttrs(n.EmbeddedInode())
 	return 0
 }
