@@ -167,7 +167,9 @@ type noWatch struct{ zx.Tree }
 // entry, which does not have that data, and gave the kernel the old
 // size, which it kept (for the coherency window: an hour here), where
 // getattr answers from what is pending (pendingAttr): stat after ls said
-// 0 for a file of 17 bytes.
+// 0 for a file of 17 bytes. (The mount lays the pending size over any
+// lookup's entry; since 117aa6f the cache also answers the stat of such
+// a file from the write-back queue, so either one passes this test.)
 func TestLookupWrittenBackPending(t *testing.T) {
 	srvDir := t.TempDir()
 	tr, err := lfs.New(srvDir, lfs.Options{})
@@ -205,6 +207,9 @@ func TestLookupWrittenBackPending(t *testing.T) {
 	must(t, err)
 	if fi.Size() != int64(len(data)) {
 		t.Errorf("stat after ls, with the data written back still pending: size %d, want %d", fi.Size(), len(data))
+	}
+	if got := readFile(t, e.p("g")); got != data {
+		t.Errorf("read %q, want %q", got, data)
 	}
 	must(t, e.m.Sync(context.Background()))
 	if got := e.server(t, "g"); got != data {
