@@ -25,7 +25,7 @@ const childEnv = "ZX_WAN_CPU_CHILD" // "rtt,rate" of the child's proxy
 // run as a test. As a child it serves a proxy to the target given on its
 // first line of input, prints the proxy's address, then answers each line
 // "cpu" with the CPU time it has used so far (user + system, nanoseconds),
-// and exits at the end of its input.
+// and returns at the end of its input.
 func TestCPUChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
@@ -53,7 +53,6 @@ func TestCPUChild(t *testing.T) {
 		fmt.Println(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	p.Close()
-	os.Exit(0)
 }
 
 // child is a proxy running in a child process.
@@ -66,7 +65,11 @@ type child struct {
 
 func startChild(b *testing.B, target string, cfg Config) *child {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCPUChild$", "-test.count=1")
+	args := []string{"-test.run=^TestCPUChild$", "-test.count=1"}
+	if f := os.Getenv("ZX_WAN_CPU_PROFILE"); f != "" {
+		args = append(args, "-test.cpuprofile="+f)
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%d", childEnv, int64(cfg.RTT), cfg.Rate))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -110,41 +113,62 @@ func (c *child) cpu(b *testing.B) time.Duration {
 }
 
 // BenchmarkCPU reports the CPU the proxy uses per second of transfer
-// (cpu-s/s: 1 is a whole core), for bulk transfers of 1 MiB per iteration
-// and for sparse small request/replies (one 32-byte ping-pong per
-// iteration, one at a time):
+// (cpu-s/s: 1 is a whole core) and per byte it forwards (cpu-ns/B), for
+// bulk transfers of 1 MiB per iteration (with "acks", the receiver also
+// sends 16 bytes back for every 64 KiB it gets, as a flow-controlled
+// protocol such as zx's multiplexer does) and for sparse small
+// request/replies (one 32-byte ping-pong per iteration, one at a time):
 //
 //	go test -run '^$' -bench CPU -benchtime 128x ./wan/
+//
+// With ZX_WAN_CPU_PROFILE=file the child writes a CPU profile of the proxy
+// there (of the last sub-benchmark run).
 func BenchmarkCPU(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		ping bool
+		acks bool
 	}{
-		{"bulk/rtt0", Config{}, false},
-		{"bulk/rtt50ms", Config{RTT: 50 * time.Millisecond}, false},
-		{"bulk/rtt100ms-100mbit", Config{RTT: 100 * time.Millisecond, Rate: 100e6 / 8}, false},
-		{"ping/rtt50ms", Config{RTT: 50 * time.Millisecond}, true},
+		{"bulk/rtt0", Config{}, false, false},
+		{"bulk/rtt50ms", Config{RTT: 50 * time.Millisecond}, false, false},
+		{"bulk/rtt100ms-100mbit", Config{RTT: 100 * time.Millisecond, Rate: 100e6 / 8}, false, false},
+		{"bulk+acks/rtt100ms-100mbit", Config{RTT: 100 * time.Millisecond, Rate: 100e6 / 8}, false, true},
+		{"ping/rtt50ms", Config{RTT: 50 * time.Millisecond}, true, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if tc.ping {
 				benchPingCPU(b, tc.cfg)
 			} else {
-				benchBulkCPU(b, tc.cfg)
+				benchBulkCPU(b, tc.cfg, tc.acks)
 			}
 		})
 	}
 }
 
-func benchBulkCPU(b *testing.B, cfg Config) {
+func benchBulkCPU(b *testing.B, cfg Config, acks bool) {
 	const block = 1 << 20
 	got := make(chan int64, 1)
 	addr := server(b, func(c net.Conn) {
-		n, _ := io.Copy(io.Discard, c)
+		var n int64
+		buf, ack := make([]byte, 64<<10), make([]byte, 16)
+		for {
+			k, err := io.ReadFull(c, buf)
+			n += int64(k)
+			if err != nil {
+				break
+			}
+			if acks {
+				c.Write(ack)
+			}
+		}
 		got <- n
 	})
 	p := startChild(b, addr, cfg)
 	c := dial(b, p.addr)
+	if acks {
+		go io.Copy(io.Discard, c)
+	}
 	buf := make([]byte, block)
 	b.SetBytes(block)
 	cpu0, t0 := p.cpu(b), time.Now()
@@ -160,6 +184,7 @@ func benchBulkCPU(b *testing.B, cfg Config) {
 		b.Fatalf("sink got %d bytes, want %d", n, want)
 	}
 	reportCPU(b, cpu, el)
+	b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/B")
 }
 
 func benchPingCPU(b *testing.B, cfg Config) {

@@ -23,6 +23,15 @@ type conn struct {
 	start time.Time     // when the connection was accepted
 	once  sync.Once
 	wg    sync.WaitGroup // the four goroutines of the two directions
+	hrs   []*hrTimer     // the writers' timers, closed on teardown to wake them
+}
+
+// stopTimers closes the writers' high-resolution timers, which wakes a
+// writer asleep on one.
+func (c *conn) stopTimers() {
+	for _, h := range c.hrs {
+		h.close()
+	}
 }
 
 // abortConn closes c with an RST rather than a FIN.
@@ -42,6 +51,7 @@ func (c *conn) abort() bool {
 		abortConn(c.a)
 		abortConn(c.b)
 		close(c.done)
+		c.stopTimers()
 	})
 	return did
 }
@@ -54,6 +64,7 @@ func (c *conn) cut() {
 		abortConn(c.a)
 		abortConn(c.b)
 		close(c.done)
+		c.stopTimers()
 	})
 }
 
@@ -82,15 +93,39 @@ func (c *conn) finish() {
 		c.a.Close()
 		c.b.Close()
 		close(c.done)
+		c.stopTimers()
 	})
 }
+
+// timing says how closely a chunk's release time must be kept.
+type timing uint8
+
+const (
+	// exact: the chunk arrives on an idle link and its latency is what a
+	// round trip measures. The writer sleeps on the high-resolution timer
+	// until a small margin before the release time and spins the rest.
+	exact timing = iota
+	// prompt: the chunk follows another within burstGap, as in a bulk
+	// transfer. The writer sleeps until the release time without spinning:
+	// the wake-up is late by tens of microseconds at most, usually.
+	prompt
+	// paced: the release time was set by pacing behind the previous chunk
+	// (it waits for the rate, not for latency). The schedule absorbs a late
+	// wake-up, so the writer sleeps on an ordinary timer, whose lateness
+	// releases several chunks at once.
+	paced
+)
+
+// burstGap is how close behind the previous chunk a chunk must be released
+// to count as part of a burst, not as the first data on an idle link.
+const burstGap = time.Millisecond
 
 // chunk is data read from one side, waiting for its release time.
 type chunk struct {
 	buf     *[]byte // nil for end of stream
 	n       int
 	release time.Time
-	paced   bool // release set by pacing behind the previous chunk
+	timing  timing
 }
 
 // dir is one direction of a connection: an emulated link from src to dst.
@@ -115,10 +150,11 @@ type dir struct {
 	sent      int64
 	cutRandom int64 // cut after this many bytes (Config.CutRandom), if > 0
 	timer     *time.Timer
+	hr        *hrTimer // nil if the system has none
 }
 
 func newDir(c *conn, src, dst net.Conn, count *atomic.Int64) *dir {
-	return &dir{
+	d := &dir{
 		c:        c,
 		src:      src,
 		dst:      dst,
@@ -126,7 +162,12 @@ func newDir(c *conn, src, dst net.Conn, count *atomic.Int64) *dir {
 		count:    count,
 		readable: make(chan struct{}, 1),
 		space:    make(chan struct{}, 1),
+		hr:       newHRTimer(),
 	}
+	if d.hr != nil {
+		c.hrs = append(c.hrs, d.hr)
+	}
+	return d
 }
 
 func signal(ch chan struct{}) {
@@ -137,22 +178,27 @@ func signal(ch chan struct{}) {
 }
 
 // schedule returns the release time of n bytes arriving now under cfg, and
-// whether it was set by pacing. It is computed from the schedule only, never
+// how closely it must be kept. It is computed from the schedule only, never
 // from when the writer ran.
-func (d *dir) schedule(now time.Time, n int, cfg *Config) (time.Time, bool) {
+func (d *dir) schedule(now time.Time, n int, cfg *Config) (time.Time, timing) {
 	rel := now.Add(cfg.RTT / 2)
-	paced := false
+	how := exact
 	if !d.prevRelease.IsZero() {
 		next := d.prevRelease
 		if cfg.Rate > 0 {
 			next = next.Add(txTime(d.prevLen, cfg.Rate))
 		}
-		if next.After(rel) {
-			rel, paced = next, cfg.Rate > 0
+		switch {
+		case next.After(rel) && cfg.Rate > 0:
+			rel, how = next, paced
+		case next.After(rel):
+			rel, how = next, prompt
+		case rel.Sub(next) < burstGap:
+			how = prompt
 		}
 	}
 	d.prevRelease, d.prevLen = rel, n
-	return rel, paced
+	return rel, how
 }
 
 // room waits until the queue has room for a read and returns how many bytes
@@ -231,16 +277,16 @@ func (d *dir) read() {
 		buf := bufPool.Get().(*[]byte)
 		k, now, err := d.rd.read((*buf)[:n])
 		if k > 0 {
-			rel, paced := d.schedule(now, k, d.c.p.cfg.Load())
-			d.push(chunk{buf: buf, n: k, release: rel, paced: paced})
+			rel, how := d.schedule(now, k, d.c.p.cfg.Load())
+			d.push(chunk{buf: buf, n: k, release: rel, timing: how})
 		} else {
 			bufPool.Put(buf)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				// The end of stream travels like data.
-				rel, _ := d.schedule(now, 0, d.c.p.cfg.Load())
-				d.push(chunk{release: rel})
+				rel, how := d.schedule(now, 0, d.c.p.cfg.Load())
+				d.push(chunk{release: rel, timing: how})
 			} else {
 				d.c.abort()
 			}
@@ -256,12 +302,15 @@ func (d *dir) write() {
 	d.timer = time.NewTimer(time.Hour)
 	d.timer.Stop()
 	defer d.timer.Stop()
+	if d.hr != nil {
+		defer d.hr.close()
+	}
 	for {
 		ch, ok := d.pop()
 		if !ok {
 			return
 		}
-		if !d.wait(ch.release, ch.paced) {
+		if !d.wait(ch.release, ch.timing) {
 			return
 		}
 		if ch.buf == nil {
@@ -301,88 +350,120 @@ func (d *dir) write() {
 }
 
 // wait waits until release (or the end of a stall, if later); false if the
-// connection was torn down. Precise waits sleep until a margin before the
-// time and spin the rest; paced ones only sleep (see the package comment).
-func (d *dir) wait(release time.Time, paced bool) bool {
+// connection was torn down. See the package comment and the timing
+// constants for how.
+func (d *dir) wait(release time.Time, how timing) bool {
 	p := d.c.p
 	for {
 		// The channel of the next Resume is taken before the stall is
 		// read: a Resume between the two would otherwise leave this
 		// waiting for the one after it, with the stall over.
 		resumed := p.resumed()
-		t, precise := release, !paced
+		t, how := release, how
 		if s := p.stallEnd(); s.After(t) {
-			t, precise = s, false
+			t, how = s, paced
 		}
 		now := time.Now()
 		if s := d.c.stallEnd(maxTime(now, t), p.cfg.Load()); s.After(t) {
-			t, precise = s, false
+			t, how = s, paced
 		}
 		left := t.Sub(now)
 		if left <= 0 {
 			return true
 		}
-		margin := p.clock.margin()
-		sleep := left
-		if precise {
-			sleep = left - margin
-			if sleep < time.Millisecond {
-				// Sub-millisecond sleeps are rounded up to a
-				// millisecond by the runtime: spin instead.
-				for time.Now().Before(t) {
-					runtime.Gosched()
-				}
-				continue // the stall may have moved
+		if how == paced || d.hr == nil && how == prompt {
+			if !d.sleep(left, resumed) {
+				return false
+			}
+			continue
+		}
+		var margin time.Duration
+		if how == exact {
+			margin = p.clock.margin()
+		}
+		sleep := left - margin
+		if sleep <= 0 || d.hr == nil && sleep < time.Millisecond {
+			// Spin: the release is within the margin, or (with only
+			// time.Timer, which rounds sub-millisecond sleeps up to a
+			// millisecond) too close for a sleep.
+			for time.Now().Before(t) {
+				runtime.Gosched()
+			}
+			continue // the stall may have moved
+		}
+		if d.hr == nil {
+			if !d.sleep(sleep, resumed) {
+				return false
+			}
+		} else if err := d.hr.sleep(sleep); err != nil {
+			select {
+			case <-d.c.done:
+				return false
+			default:
+				// Not closed by teardown: do without it.
+				d.hr.close()
+				d.hr = nil
+				continue
 			}
 		}
-		d.timer.Reset(sleep)
-		select {
-		case <-d.timer.C:
-		case <-resumed:
-			d.timer.Stop()
-			continue
-		case <-d.c.done:
-			return false
-		}
-		if sleep >= time.Millisecond {
+		if how == exact {
 			p.clock.observe(time.Since(now) - sleep)
 		}
 	}
 }
 
-// clock estimates how much timers overshoot, to choose the spin margin.
+// sleep sleeps on the ordinary timer for d, or until resumed is closed;
+// false if the connection was torn down.
+func (d *dir) sleep(dt time.Duration, resumed <-chan struct{}) bool {
+	d.timer.Reset(dt)
+	select {
+	case <-d.timer.C:
+		return true
+	case <-resumed:
+		d.timer.Stop()
+		return true
+	case <-d.c.done:
+		return false
+	}
+}
+
+// clock estimates how late the writers' timers wake them, to choose the
+// spin margin of exact releases: about the 90th percentile of recent
+// lateness, tracked multiplicatively (up by a sixth on a wake-up later than
+// the estimate, down by 2% otherwise, which balances at 1 in 10 later).
+// A percentile, not the worst case: a burst of load that makes one wake-up
+// late by milliseconds must not make every later release spin for
+// milliseconds, which on a busy machine only takes CPU from the processes
+// the link serves, and which the 1 ms bound on spinning caps anyway.
 type clock struct {
 	est atomic.Int64 // nanoseconds
 }
 
 const (
-	minMargin = 250 * time.Microsecond
-	maxMargin = 50 * time.Millisecond
+	minMargin = 20 * time.Microsecond
+	maxMargin = time.Millisecond
 )
 
-func (c *clock) init() { c.est.Store(int64(time.Millisecond)) }
+func (c *clock) init() { c.est.Store(int64(200 * time.Microsecond)) }
 
-// observe records one timer overshoot: the estimate jumps up to a new
-// worst case and decays slowly towards smaller ones.
-func (c *clock) observe(over time.Duration) {
-	o := max(int64(over), 0)
+// observe records how late one timer woke.
+func (c *clock) observe(late time.Duration) {
 	for {
 		old := c.est.Load()
-		nw := o
-		if o < old {
-			nw = old - (old-o)/32
+		nw := old - old/50
+		if int64(late) > old {
+			nw = old + old/6
 		}
+		nw = min(max(nw, int64(minMargin)), int64(maxMargin))
 		if c.est.CompareAndSwap(old, nw) {
 			return
 		}
 	}
 }
 
-// margin returns how long before a release time to stop sleeping and spin.
-func (c *clock) margin() time.Duration {
-	m := time.Duration(c.est.Load())*3/2 + minMargin
-	return min(m, maxMargin)
-}
+// margin returns how long before an exact release time to stop sleeping
+// and spin.
+func (c *clock) margin() time.Duration { return time.Duration(c.est.Load()) }
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {

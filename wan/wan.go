@@ -388,12 +388,15 @@ func (p *Proxy) handle(a net.Conn) {
 	tune(a)
 	tune(b)
 	c := &conn{p: p, a: a, b: b, done: make(chan struct{}), start: time.Now()}
+	// The directions exist before c is registered: teardown (by Close,
+	// from another goroutine) closes their timers.
+	up := newDir(c, a, b, &p.up)
+	down := newDir(c, b, a, &p.down)
 	cfg := p.cfg.Load()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		abortConn(a)
-		abortConn(b)
+		c.abort()
 		return
 	}
 	p.conns[c] = struct{}{}
@@ -412,8 +415,6 @@ func (p *Proxy) handle(a net.Conn) {
 		tm := time.AfterFunc(cutAt, c.cut)
 		defer tm.Stop()
 	}
-	up := newDir(c, a, b, &p.up)
-	down := newDir(c, b, a, &p.down)
 	up.cutRandom, down.cutRandom = cutUp, cutDown
 	c.wg.Add(4)
 	go up.read()
