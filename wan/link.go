@@ -151,6 +151,8 @@ type dir struct {
 	cutRandom int64 // cut after this many bytes (Config.CutRandom), if > 0
 	timer     *time.Timer
 	hr        *hrTimer // nil if the system has none
+	batch     []chunk  // chunks written together
+	iov       net.Buffers
 }
 
 func newDir(c *conn, src, dst net.Conn, count *atomic.Int64) *dir {
@@ -230,21 +232,28 @@ func (d *dir) push(ch chunk) {
 	signal(d.readable)
 }
 
+// shift removes and returns the chunk at the head of the queue, which must
+// not be empty. d.mu is held.
+func (d *dir) shift() chunk {
+	ch := d.q[d.head]
+	d.q[d.head] = chunk{}
+	d.head++
+	if d.head == len(d.q) {
+		d.q, d.head = d.q[:0], 0
+	} else if d.head >= 1024 && 2*d.head >= len(d.q) {
+		n := copy(d.q, d.q[d.head:])
+		clear(d.q[n:])
+		d.q, d.head = d.q[:n], 0
+	}
+	return ch
+}
+
 // pop returns the next chunk, waiting for one; false if torn down.
 func (d *dir) pop() (chunk, bool) {
 	for {
 		d.mu.Lock()
 		if d.head < len(d.q) {
-			ch := d.q[d.head]
-			d.q[d.head] = chunk{}
-			d.head++
-			if d.head == len(d.q) {
-				d.q, d.head = d.q[:0], 0
-			} else if d.head >= 1024 && 2*d.head >= len(d.q) {
-				n := copy(d.q, d.q[d.head:])
-				clear(d.q[n:])
-				d.q, d.head = d.q[:n], 0
-			}
+			ch := d.shift()
 			d.mu.Unlock()
 			return ch, true
 		}
@@ -255,6 +264,20 @@ func (d *dir) pop() (chunk, bool) {
 			return chunk{}, false
 		}
 	}
+}
+
+// maxBatch bounds how many chunks one write takes.
+const maxBatch = 32
+
+// popDue appends to b the chunks of data at the head of the queue that are
+// due by now, up to maxBatch in all.
+func (d *dir) popDue(b []chunk, now time.Time) []chunk {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for len(b) < maxBatch && d.head < len(d.q) && d.q[d.head].buf != nil && !d.q[d.head].release.After(now) {
+		b = append(b, d.shift())
+	}
+	return b
 }
 
 // done releases n bytes of the queue after they were written.
@@ -321,12 +344,18 @@ func (d *dir) write() {
 			}
 			return
 		}
-		data := (*ch.buf)[:ch.n]
-		cut := false
 		lim := d.c.p.cfg.Load().CutAfter
 		if d.cutRandom > 0 && (lim <= 0 || d.cutRandom < lim) {
 			lim = d.cutRandom
 		}
+		if lim <= 0 {
+			if !d.writeDue(ch) {
+				return
+			}
+			continue
+		}
+		data := (*ch.buf)[:ch.n]
+		cut := false
 		if lim > 0 && d.sent+int64(len(data)) >= lim {
 			data = data[:max(0, lim-d.sent)]
 			cut = true
@@ -347,6 +376,33 @@ func (d *dir) write() {
 			return
 		}
 	}
+}
+
+// writeDue writes ch and the chunks queued behind it that are due by now
+// in one system call: after a late wake-up, a batch of chunks goes out at
+// the cost of one. False if the connection was torn down.
+func (d *dir) writeDue(ch chunk) bool {
+	b := d.popDue(append(d.batch[:0], ch), time.Now())
+	iov, n := d.iov[:0], 0
+	for _, c := range b {
+		iov = append(iov, (*c.buf)[:c.n])
+		n += c.n
+	}
+	d.iov = iov
+	k, err := iov.WriteTo(d.dst) // consumes iov, not d.iov
+	d.sent += k
+	d.count.Add(k)
+	for i := range b {
+		bufPool.Put(b[i].buf)
+		b[i] = chunk{}
+	}
+	d.batch = b[:0]
+	if err != nil {
+		d.c.abort()
+		return false
+	}
+	d.done(n)
+	return true
 }
 
 // wait waits until release (or the end of a stall, if later); false if the
