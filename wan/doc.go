@@ -29,21 +29,40 @@
 // chunks are in flight at once, throughput is not limited to one chunk per
 // RTT: like a real long fat pipe, a window of data is on the wire.
 //
-// # Sleeping, then spinning
+// # Waking on time without burning a core
 //
 // Timers on virtual machines overshoot, sometimes by tens of milliseconds,
-// and the Go runtime rounds sub-millisecond sleeps up to a millisecond. An
-// emulator that simply slept until each release time would add that
-// overshoot to the RTT it emulates. The writer therefore sleeps until a
-// margin before the release time and then spins (runtime.Gosched in a loop,
-// checking time.Now) until the release time. The margin adapts: every sleep
-// measures its overshoot, the estimate jumps up to a new worst case at once
-// and decays slowly, and the margin is a multiple of it. Only the final
-// margin is spun, so CPU use stays modest. Chunks whose release time was set
-// by pacing (they wait behind an earlier chunk, not for latency) are not
-// spun for: there the schedule already absorbs a late wake-up, so a plain
-// sleep keeps the rate exact at a fraction of the CPU cost. With RTT 0 and no
-// rate every chunk is due on arrival and no timer is used at all.
+// and the Go runtime rounds sub-millisecond sleeps up to a millisecond (its
+// poller's epoll timeout). An emulator that simply slept until each release
+// time would add that to the RTT it emulates; one that spins for the whole
+// margin a timer might overshoot by burns a core, which on a small machine
+// is taken from the very processes a benchmark measures. The writer
+// therefore chooses how closely to keep each chunk's release time, set by
+// the reader when it schedules the chunk:
+//
+//   - exact, for a chunk arriving on an idle link (the first of a burst: a
+//     request, a reply, a ping), whose latency is what a round trip
+//     measures. On Linux the writer sleeps on a timerfd read through the
+//     runtime's poller: the kernel's high-resolution timers wake it within
+//     tens of microseconds, with no thread held while it sleeps. It sleeps
+//     until a small margin before the release time and spins (Gosched in a
+//     loop) the rest. The margin is about the 75th percentile of recent
+//     wake-up lateness, at most 500µs: a burst of load that makes a few
+//     wake-ups late must not make every later release spin for milliseconds.
+//   - prompt, for a chunk that follows the previous one within a
+//     millisecond (a bulk transfer): the writer sleeps on the timerfd until
+//     the release time and does not spin.
+//   - paced, for a chunk whose release time was set by pacing behind the
+//     previous one: the writer sleeps on an ordinary timer, since the
+//     schedule already absorbs a late wake-up.
+//
+// Whenever the writer wakes, it writes every chunk already due in one
+// writev: after a late wake-up (an ordinary timer's millisecond, or load) a
+// batch of rate × lateness bytes goes out at the cost of one chunk. With
+// RTT 0 and no rate every chunk is due on arrival and no timer is used at
+// all. Without a high-resolution timer (other systems) all three use the
+// ordinary timer, and exact chunks spin from a millisecond before their
+// release time.
 //
 // # The queue bound
 //
@@ -57,7 +76,9 @@
 // can use the whole rate.
 //
 // Measured over loopback on a 2-core VM, the added RTT is within a few
-// hundred microseconds of the setting and the rate within 1%. The emulator
+// hundred microseconds of the setting and the rate within 1%, at a few
+// percent of a core for sparse request/replies or a rate-limited transfer
+// (BenchmarkCPU; docs/design.md has the figures). The emulator
 // needs some CPU to spare: when other processes saturate every core, OS
 // wake-up latency (of the proxy and of its peers) adds milliseconds.
 //

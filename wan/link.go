@@ -438,10 +438,11 @@ func (d *dir) wait(release time.Time, how timing) bool {
 			margin = p.clock.margin()
 		}
 		sleep := left - margin
-		if sleep <= 0 || d.hr == nil && sleep < time.Millisecond {
-			// Spin: the release is within the margin, or (with only
-			// time.Timer, which rounds sub-millisecond sleeps up to a
-			// millisecond) too close for a sleep.
+		if sleep < minSleep || d.hr == nil && sleep < time.Millisecond {
+			// Spin: the release is within the margin, or too close for
+			// a sleep to be worth its wake-up (with only time.Timer,
+			// which rounds sub-millisecond sleeps up to a millisecond,
+			// anything under a millisecond is).
 			for time.Now().Before(t) {
 				runtime.Gosched()
 			}
@@ -483,32 +484,38 @@ func (d *dir) sleep(dt time.Duration, resumed <-chan struct{}) bool {
 	}
 }
 
-// clock estimates how late the writers' timers wake them, to choose the
-// spin margin of exact releases: about the 90th percentile of recent
-// lateness, tracked multiplicatively (up by a sixth on a wake-up later than
-// the estimate, down by 2% otherwise, which balances at 1 in 10 later).
-// A percentile, not the worst case: a burst of load that makes one wake-up
-// late by milliseconds must not make every later release spin for
-// milliseconds, which on a busy machine only takes CPU from the processes
-// the link serves, and which the 1 ms bound on spinning caps anyway.
+// clock estimates how late the high-resolution timer wakes the writers, to
+// choose the spin margin of exact releases: about the 75th percentile of
+// recent lateness, tracked multiplicatively (up by an eighth on a wake-up
+// later than the estimate, down by 4% otherwise, which balances at about 1
+// in 4 later), within [minMargin, maxMargin]. A percentile, not the worst
+// case: a burst of load that makes a few wake-ups late by milliseconds must
+// not make every later release spin for milliseconds, which only takes CPU
+// from the processes the link serves (the old estimate jumped to the worst
+// case and decayed slowly, and burned up to a core under load). A release
+// later than the margin is late by tens of microseconds, usually.
 type clock struct {
 	est atomic.Int64 // nanoseconds
 }
 
 const (
-	minMargin = 20 * time.Microsecond
-	maxMargin = time.Millisecond
+	// minSleep is the shortest sleep on the high-resolution timer: a
+	// wake-up costs about as much CPU, and comes about as late.
+	minSleep = 20 * time.Microsecond
+
+	minMargin = 10 * time.Microsecond
+	maxMargin = 500 * time.Microsecond
 )
 
-func (c *clock) init() { c.est.Store(int64(200 * time.Microsecond)) }
+func (c *clock) init() { c.est.Store(int64(100 * time.Microsecond)) }
 
 // observe records how late one timer woke.
 func (c *clock) observe(late time.Duration) {
 	for {
 		old := c.est.Load()
-		nw := old - old/50
+		nw := old - old/25
 		if int64(late) > old {
-			nw = old + old/6
+			nw = old + old/8
 		}
 		nw = min(max(nw, int64(minMargin)), int64(maxMargin))
 		if c.est.CompareAndSwap(old, nw) {

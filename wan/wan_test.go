@@ -512,6 +512,81 @@ func TestClose(t *testing.T) {
 	t.Errorf("goroutines: %d before, %d after Close\n%s", base, n, buf[:runtime.Stack(buf, true)])
 }
 
+// TestCloseInFlight: Close tears down connections whose writers are asleep
+// until a release time an hour away (on the high-resolution timer, on
+// Linux), and every goroutine of the proxy leaves.
+func TestCloseInFlight(t *testing.T) {
+	base := runtime.NumGoroutine()
+	got := make(chan struct{}, 1)
+	addr := server(t, func(c net.Conn) {
+		c.Read(make([]byte, 1))
+		got <- struct{}{}
+	})
+	p, err := Listen("127.0.0.1:0", addr, Config{RTT: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	c.Write([]byte("late"))
+	for p.Stats().Active < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let the data reach the writer
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs on a writer asleep until its release time")
+	}
+	select {
+	case <-got:
+		t.Errorf("data delivered an hour early")
+	default:
+	}
+	for range 200 {
+		if runtime.NumGoroutine() <= base+3 { // the test server's
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	t.Errorf("goroutines: %d before, %d after Close\n%s", base, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+}
+
+// TestTiming checks how the reader classifies chunks (see the timing
+// constants): the first on an idle link is exact, one close behind it is
+// prompt, one held back by the rate is paced.
+func TestTiming(t *testing.T) {
+	ms := time.Millisecond
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		at   []time.Duration // arrival times
+		n    int             // bytes per chunk
+		want []timing
+	}{
+		{"idle", Config{RTT: 20 * ms}, []time.Duration{0, 5 * ms, 10 * ms}, 100, []timing{exact, exact, exact}},
+		{"burst", Config{RTT: 20 * ms}, []time.Duration{0, ms / 10, ms / 5, 3 * ms}, 65536, []timing{exact, prompt, prompt, exact}},
+		{"rtt0", Config{}, []time.Duration{0, 0, 2 * ms}, 65536, []timing{exact, prompt, exact}},
+		{"paced", Config{RTT: 20 * ms, Rate: 1e6}, []time.Duration{0, 0, ms / 2, 50 * ms}, 10000, []timing{exact, paced, paced, exact}},
+	} {
+		d := &dir{}
+		var got []timing
+		for _, at := range tc.at {
+			_, how := d.schedule(t0.Add(at), tc.n, &tc.cfg)
+			got = append(got, how)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: timings %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestParseRate(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
