@@ -227,9 +227,9 @@ func TestBatchesOnlyForClientsThatTakeThem(t *testing.T) {
 	}
 }
 
-// fakeServer accepts one connection on a loopback listener and answers
-// each request with what reply says; it returns the address.
-func fakeServer(t *testing.T, reply func(req *proto.Request, st *mux.Stream)) string {
+// fakeServer accepts one connection on a loopback listener, with cfg, and
+// answers each request with what reply says; it returns the address.
+func fakeServer(t *testing.T, cfg mux.Config, reply func(req *proto.Request, st *mux.Stream)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -243,7 +243,7 @@ func fakeServer(t *testing.T, reply func(req *proto.Request, st *mux.Stream)) st
 		if err != nil {
 			return
 		}
-		mc = mux.Server(nc, mux.Config{})
+		mc = mux.Server(nc, cfg)
 		for {
 			st, err := mc.Accept()
 			if err != nil {
@@ -269,9 +269,18 @@ func fakeServer(t *testing.T, reply func(req *proto.Request, st *mux.Stream)) st
 
 // A malformed batch from a server fails the request that got it with an
 // error that says what is wrong, and the connection goes on serving the
-// others.
+// others; so does one that came compressed (the server compressing every
+// batch it can: those over 1 KiB), which decompressed well and then did
+// not parse.
 func TestMalformedBatchFromServer(t *testing.T) {
-	e := func(d zx.Dir) []byte { return proto.AppendDir(nil, d) }
+	t.Run("raw", func(t *testing.T) { malformedBatches(t, mux.CompressAuto) }) // loopback: raw
+	t.Run("compressed", func(t *testing.T) { malformedBatches(t, mux.CompressAlways) })
+}
+
+func malformedBatches(t *testing.T, mode mux.Compression) {
+	// Entries large enough for their batches to be compressed.
+	pad := strings.Repeat("padding ", 100)
+	e := func(d zx.Dir) []byte { d["pad"] = pad; return proto.AppendDir(nil, d) }
 	uv := func(n uint64) []byte { return fmt.Appendf(nil, "%c", rune(n)) } // n < 128
 	cat := func(parts ...[]byte) []byte {
 		var b []byte
@@ -286,8 +295,8 @@ func TestMalformedBatchFromServer(t *testing.T) {
 		"/truncated":  cat(uv(2), e(zx.Dir{"path": "/a"}), uv(1), uv(4), []byte("pa")),
 		"/empty":      uv(0),
 	}
-	good := proto.AppendDirs(nil, []zx.Dir{{"path": "/a"}, {"path": "/b"}})
-	addr := fakeServer(t, func(req *proto.Request, st *mux.Stream) {
+	good := proto.AppendDirs(nil, []zx.Dir{{"path": "/a", "pad": pad}, {"path": "/b", "pad": pad}})
+	addr := fakeServer(t, mux.Config{Compression: mode}, func(req *proto.Request, st *mux.Stream) {
 		ctx := st.Context()
 		switch req.Op {
 		case proto.OpStat:
@@ -334,5 +343,8 @@ func TestMalformedBatchFromServer(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d entries, want 4", n)
+	}
+	if saved := c.Stats().SavedIn; (saved > 0) != (mode == mux.CompressAlways) {
+		t.Fatalf("compression saved %d bytes, with mode %d", saved, mode)
 	}
 }

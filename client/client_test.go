@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
@@ -353,6 +355,17 @@ func TestMalformedClientLeavesOthersServed(t *testing.T) {
 			b = proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpPut, Path: "/f", Dir: zx.Dir{zx.AType: zx.TypeFile}}))
 			return proto.AppendFrame(b, proto.Header{Type: proto.FDirs, Stream: 1}, []byte{3, 0})
 		}(), zx.ErrProtocol},
+		{"a compressed batch of entries (a bomb), which a server does not take", func() []byte {
+			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1, Features: []string{proto.FeatureDirs, proto.FeatureZstd}}))
+			b = proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpPut, Path: "/f", Dir: zx.Dir{zx.AType: zx.TypeFile}}))
+			return proto.AppendFrame(b, proto.Header{Type: proto.FDirs, Flags: proto.FlagZstd, Stream: 1}, zstdBomb(t))
+		}(), zx.ErrProtocol},
+		{"a compressed bomb as a put's data", func() []byte {
+			b := proto.AppendFrame(nil, proto.Header{Type: proto.FHello}, proto.AppendHello(nil, &proto.Hello{Version: 1, Features: []string{proto.FeatureDirs, proto.FeatureZstd}}))
+			b = proto.AppendFrame(b, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpPut, Path: "/f", Dir: zx.Dir{zx.AType: zx.TypeFile}}))
+			return proto.AppendFrame(b, proto.Header{Type: proto.FData, Flags: proto.FlagZstd, Stream: 1}, zstdBomb(t))
+		}(), zx.ErrProtocol},
+		{"compression flag on an entry (DIR)", proto.AppendFrame(hello(), proto.Header{Type: proto.FDir, Flags: proto.FlagZstd, Stream: 1}, []byte{0}), zx.ErrProtocol},
 		{"truncated frame, then the client vanishes", func() []byte {
 			f := proto.AppendFrame(nil, proto.Header{Type: proto.FReq, Stream: 1}, proto.AppendRequest(nil, &proto.Request{Op: proto.OpStat, Path: "/"}))
 			return append(hello(), f[:len(f)-3]...)
@@ -408,6 +421,18 @@ func TestMalformedClientLeavesOthersServed(t *testing.T) {
 			t.Fatalf("good client after %s: %v", tc.name, err)
 		}
 	}
+}
+
+// zstdBomb returns a zstd frame of 16 MiB of zeros: a few hundred bytes
+// that a receiver must refuse to decompress (a frame holds 64 KiB).
+func zstdBomb(t *testing.T) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(make([]byte, 16<<20), nil)
 }
 
 func TestUnknownTree(t *testing.T) {

@@ -244,7 +244,39 @@ func TestWorth(t *testing.T) {
 		{"always, even on loopback", CompressAlways, true, 64 << 10, false, 0, 0, ms / 10, ms / 10, true},
 	} {
 		z := compressor{mode: tc.mode, peerOK: tc.peer, measured: tc.measured, rate: tc.rate, spare: tc.spare, speed: 200e6}
-		if got := z.worth(tc.n, tc.minRTT, tc.recent); got != tc.want {
+		if got := z.worth(tc.n, false, tc.minRTT, tc.recent, 8); got != tc.want {
+			t.Errorf("%s: worth = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Entry batches are compressed on any link that is not local, measured or
+// not, queue or not: they compress well and cheaply (see the policy).
+func TestWorthDirs(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		mode    Compression
+		peer    bool
+		n       int
+		minRTT  time.Duration
+		samples int
+		want    bool
+	}{
+		{"WAN, from its first round trip", CompressAuto, true, 16 << 10, 20 * ms, 1, true},
+		{"a LAN of 1 ms", CompressAuto, true, 16 << 10, ms, 3, true},
+		{"2 ms, one sample: perhaps a loaded loopback", CompressAuto, true, 16 << 10, 2 * ms, 1, false},
+		{"2 ms, two samples", CompressAuto, true, 16 << 10, 2 * ms, 2, false},
+		{"2 ms, three samples", CompressAuto, true, 16 << 10, 2 * ms, 3, true},
+		{"loopback", CompressAuto, true, 16 << 10, ms / 10, 3, false},
+		{"RTT not known yet", CompressAuto, true, 16 << 10, 0, 0, false},
+		{"peer without zstd", CompressAuto, false, 16 << 10, 20 * ms, 3, false},
+		{"off", CompressOff, true, 16 << 10, 20 * ms, 3, false},
+		{"small batch", CompressAuto, true, 1000, 20 * ms, 3, false},
+		{"always, even on loopback", CompressAlways, true, 16 << 10, ms / 10, 3, true},
+	} {
+		z := compressor{mode: tc.mode, peerOK: tc.peer}
+		if got := z.worth(tc.n, true, tc.minRTT, tc.minRTT, tc.samples); got != tc.want {
 			t.Errorf("%s: worth = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -36,6 +36,13 @@ func FuzzServerFrames(f *testing.F) {
 	f.Add(frame(hello, proto.FGoaway, 0, 0, proto.AppendError(nil, zx.E(zx.ErrIO, "", "", "bye"))))
 	// A batch of entries, which a server does not offer to take.
 	f.Add(frame(frame(hello, proto.FReq, 0, 1, req), proto.FDirs, 0, 1, proto.AppendDirs(nil, []zx.Dir{{"path": "/a"}})))
+	// Compressed frames: a batch of entries (refused as above), and data
+	// that decompresses to more than a frame.
+	var codec proto.Codec
+	zdirs, _ := codec.Compress(nil, proto.AppendDirs(nil, []zx.Dir{{"path": "/a"}, {"path": "/b"}}))
+	f.Add(frame(frame(hello, proto.FReq, 0, 1, req), proto.FDirs, proto.FlagZstd, 1, zdirs))
+	zbig, _ := codec.Compress(nil, make([]byte, proto.MaxPayload))
+	f.Add(frame(frame(hello, proto.FReq, 0, 1, req), proto.FData, proto.FlagZstd, 1, append(zbig, zbig...)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget := NewBudget(4 << 20)
 		a, b := net.Pipe()

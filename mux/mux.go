@@ -74,7 +74,7 @@ type Config struct {
 	KeepAlive       time.Duration // ping after this much silence (15s); < 0 disables
 	Timeout         time.Duration // give up on a silent peer this long after a ping (20s)
 	Features        []string      // features this side offers
-	Compression     Compression   // zstd on DATA frames (CompressAuto)
+	Compression     Compression   // zstd on DATA and DIRS frames (CompressAuto)
 	Logger          *slog.Logger  // nil: discard
 
 	// MaxBuffer bounds the bytes the connection buffers in each
@@ -159,8 +159,8 @@ type Stats struct {
 	BytesIn, BytesOut int64 // on the socket, frame headers included
 	Streams           int64 // streams opened (client) or accepted (server)
 	RoundTrips        int64 // see Conn.Stats
-	// Bytes of DATA that zstd kept off the wire, sent and received
-	// (payload bytes before compression minus after).
+	// Bytes of DATA and DIRS that zstd kept off the wire, sent and
+	// received (payload bytes before compression minus after).
 	SavedOut, SavedIn int64
 }
 

@@ -45,7 +45,8 @@ type Stream struct {
 	counted    bool // counts toward Conn.awaiting until its first reply
 	hasSlot    bool
 	pregrant   int     // credit granted ahead of need (Conn.preGrantLocked)
-	zb         backoff // compression attempts; the sending goroutine's
+	zb         backoff // compression attempts on DATA; the sending goroutine's
+	zbDirs     backoff // the same, on DIRS
 
 	stopCancel func() bool
 	cancelOnce sync.Once
@@ -269,8 +270,8 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 		// Stream credit counts the message's bytes (what the receiver
 		// holds); connection credit the bytes on the wire.
 		payload, zstd := p[:n:n], false
-		if typ == proto.FData && n > 0 {
-			payload, zstd = s.compress(payload)
+		if proto.Compressible(typ) && n > 0 {
+			payload, zstd = s.compress(typ, payload)
 		}
 		wire := len(payload)
 		var stalled <-chan time.Time
@@ -369,9 +370,9 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 			if c.z.account(n, time.Now()) {
 				c.probe()
 			}
-			if zstd {
-				c.savedOut.Add(int64(n - wire))
-			}
+		}
+		if zstd {
+			c.savedOut.Add(int64(n - wire))
 		}
 		p = p[n:]
 		if last {

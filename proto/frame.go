@@ -30,7 +30,7 @@ const (
 const (
 	FlagEnd  = 1 << 0 // last frame the sender sends on this stream
 	FlagAck  = 1 << 1 // a ping's answer
-	FlagZstd = 1 << 2 // a DATA frame's payload is zstd-compressed (see Codec)
+	FlagZstd = 1 << 2 // a DATA or DIRS frame's payload is zstd-compressed (see Codec)
 )
 
 // Limits fixed by the protocol.
@@ -56,6 +56,10 @@ type Header struct {
 func IsMessage(t uint8) bool {
 	return t == FDir || t == FData || t == FErr || t == FEvent || t == FDirs
 }
+
+// Compressible reports whether frames of type t may carry FlagZstd: DATA
+// and DIRS, the messages that carry bulk (file data, entry batches).
+func Compressible(t uint8) bool { return t == FData || t == FDirs }
 
 // PutHeader encodes h into b, which has room for HeaderSize bytes.
 func PutHeader(b []byte, h Header) {
@@ -83,8 +87,8 @@ func ParseHeader(b []byte) (Header, error) {
 	if b[2] != 0 || b[3] != 0 || h.Flags&^(FlagEnd|FlagAck|FlagZstd) != 0 {
 		return h, zx.E(zx.ErrProtocol, "frame", "", "reserved header bits set")
 	}
-	if h.Flags&FlagZstd != 0 && h.Type != FData {
-		return h, zx.E(zx.ErrProtocol, "frame", "", "compression flag on a frame other than DATA")
+	if h.Flags&FlagZstd != 0 && !Compressible(h.Type) {
+		return h, zx.E(zx.ErrProtocol, "frame", "", "compression flag on a frame other than DATA or DIRS")
 	}
 	if h.Len > MaxPayload {
 		return h, zx.E(zx.ErrTooBig, "frame", "", fmt.Sprintf("frame payload of %d bytes exceeds the limit of %d", h.Len, MaxPayload))

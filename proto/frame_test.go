@@ -24,7 +24,11 @@ func TestIsMessage(t *testing.T) {
 
 func TestHeaderRoundTrip(t *testing.T) {
 	for _, ty := range frameTypes {
-		for _, fl := range []uint8{0, FlagEnd, FlagAck, FlagEnd | FlagAck} {
+		flags := []uint8{0, FlagEnd, FlagAck, FlagEnd | FlagAck}
+		if Compressible(ty) {
+			flags = append(flags, FlagZstd, FlagZstd|FlagEnd)
+		}
+		for _, fl := range flags {
 			for _, st := range []uint32{0, 1, 0x12345678, math.MaxUint32} {
 				for _, n := range []uint32{0, 1, 4096, MaxPayload - 1, MaxPayload} {
 					h := Header{Type: ty, Flags: fl, Stream: st, Len: n}
@@ -74,6 +78,8 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"flag bit 3", header(FData, 1<<3, 0, 0, 1, 0), zx.ErrProtocol},
 		{"zstd on DIR", header(FDir, FlagZstd, 0, 0, 1, 0), zx.ErrProtocol},
 		{"zstd on WINDOW", header(FWindow, FlagZstd, 0, 0, 0, 4), zx.ErrProtocol},
+		{"zstd on EVENT", header(FEvent, FlagZstd, 0, 0, 1, 0), zx.ErrProtocol},
+		{"zstd on ERR", header(FErr, FlagZstd, 0, 0, 1, 0), zx.ErrProtocol},
 		{"flag bit 7", header(FData, 1<<7, 0, 0, 1, 0), zx.ErrProtocol},
 		{"all flags", header(FData, 0xff, 0, 0, 1, 0), zx.ErrProtocol},
 		{"reserved byte 2", header(FData, 0, 1, 0, 1, 0), zx.ErrProtocol},

@@ -27,6 +27,12 @@ func FuzzReadFrame(f *testing.F) {
 	var codec Codec
 	z, _ := codec.Compress(nil, bytes.Repeat([]byte("zx "), 1000))
 	f.Add(AppendFrame(nil, Header{Type: FData, Flags: FlagZstd, Stream: 1}, z))
+	var ds []zx.Dir
+	for i := range 50 {
+		ds = append(ds, zx.Dir{"path": "/src/f" + strconv.Itoa(i), "name": "f" + strconv.Itoa(i), "type": "-", "mode": "0644"})
+	}
+	zd, _ := codec.Compress(nil, AppendDirs(nil, ds))
+	f.Add(AppendFrame(nil, Header{Type: FDirs, Flags: FlagZstd, Stream: 1}, zd))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		hdr := make([]byte, HeaderSize)
@@ -65,7 +71,21 @@ func FuzzReadFrame(f *testing.F) {
 			case FDir:
 				ParseDir(p)
 			case FDirs:
-				ParseDirs(p)
+				if h.Flags&FlagZstd != 0 {
+					// What a receiver of a compressed batch does: the
+					// payload, then the batch, each bounded.
+					d, err := codec.Decompress(p)
+					if len(d) > MaxPayload || (err != nil && zx.KindOf(err) != zx.ErrProtocol) {
+						t.Fatalf("Decompress: %d bytes, %v", len(d), err)
+					}
+					if err != nil {
+						break
+					}
+					p = d
+				}
+				if ds, err := ParseDirs(p); err == nil && DirsCount(p) != int64(len(ds)) {
+					t.Fatalf("%d entries, count says %d", len(ds), DirsCount(p))
+				}
 			case FErr, FGoaway:
 				ParseError(p)
 			case FEvent:

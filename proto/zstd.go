@@ -10,13 +10,13 @@ import (
 	"github.com/zxfs/zx"
 )
 
-// FeatureZstd is the hello feature that says the sender accepts DATA
-// frames compressed with zstd (FlagZstd).
+// FeatureZstd is the hello feature that says the sender accepts DATA and
+// DIRS frames compressed with zstd (FlagZstd).
 const FeatureZstd = "zstd"
 
-// Codec compresses and decompresses the payloads of DATA frames marked
-// FlagZstd: each payload is one or more zstd frames that decompress to at
-// most MaxPayload bytes. It is safe for concurrent use; the encoder and
+// Codec compresses and decompresses the payloads of frames marked
+// FlagZstd (DATA and DIRS): each payload is one or more zstd frames that
+// decompress to at most MaxPayload bytes. It is safe for concurrent use; the encoder and
 // decoder are made on first use, so a connection that never compresses
 // pays nothing for them.
 type Codec struct {
