@@ -63,11 +63,15 @@ const (
 // by then. "Not local" needs more care than for DATA, which has the
 // other conditions behind it: the first ping of a connection, taken
 // while both ends start up, can take a few milliseconds on a loaded
-// loopback. So the least round trip must be at least localRTT over
-// dirSamples measurements, or, until there are that many, at least
-// farRTT; while there are fewer, each batch sends a probe (one at a
-// time), so that on loopback the samples are in within a few batches,
-// and on a link of farRTT or more no batch waits for them.
+// loopback, and a ping sent while entries stream measures the
+// receiver's queue (on loopback the receiver is the bottleneck), not the
+// link: probing then, as the DATA rule does, made a loaded loopback look
+// far. So the least round trip must be at least farRTT, or at least
+// localRTT over dirSamples measurements (the connection's first ping,
+// the keepalive's, DATA's probes, Conn.Ping); no ping is sent for
+// batches. A link of 1 to 5 ms thus compresses entries only once it has
+// been measured a few times, and one of 5 ms or more from its first
+// batch after the first round trip.
 //
 // A compressed frame is kept only if it saves at least an eighth of the
 // bytes; otherwise the raw frame is sent, and the stream backs off: after
@@ -252,9 +256,6 @@ func (s *Stream) compress(typ uint8, p []byte) ([]byte, bool) {
 	}
 	c.mu.Unlock()
 	entries := typ == proto.FDirs
-	if entries && samples < dirSamples && z.mode == CompressAuto {
-		c.probe()
-	}
 	zb := &s.zb
 	if entries {
 		// File data that does not compress (findget) must not stop the
