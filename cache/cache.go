@@ -1407,9 +1407,10 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 	if err1 != nil || err2 != nil || f == "/" || t == "/" {
 		return c.remote.Move(ctx, from, to)
 	}
+	restore := func() {}
 	if c.wb != nil {
-		c.wb.forget(f)
-		c.wb.forget(t)
+		rf, rt := c.wb.hide(f), c.wb.hide(t)
+		restore = func() { rf(); rt() }
 	}
 	s := c.begin(f, t)
 	at := time.Now()
@@ -1418,6 +1419,9 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
+		if err != nil {
+			restore() // before c.mu: lock order
+		}
 		c.end(s, []string{f, t}, func() {
 			if err != nil {
 				if zx.KindOf(err) == zx.ErrNotExist {
@@ -1473,8 +1477,9 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 		return c.remote.Remove(ctx, p)
 	}
 	p = cp
+	restore := func() {}
 	if c.wb != nil {
-		c.wb.forget(p)
+		restore = c.wb.hide(p)
 	}
 	s := c.begin(p)
 	at := time.Now()
@@ -1489,6 +1494,9 @@ func (c *Cache) remove(ctx context.Context, p string, all bool) <-chan error {
 	out := make(chan error, 1)
 	go func() {
 		err := <-ec
+		if err != nil && zx.KindOf(err) != zx.ErrNotExist {
+			restore() // before c.mu: lock order
+		}
 		var release func()
 		if !all {
 			// With the pending count: KnownEmpty sees the removes in

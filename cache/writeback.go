@@ -77,7 +77,8 @@ type wbPath struct {
 	known bool
 	// d is the file's entry as the writer left it (SetEntry), nil if
 	// unknown.
-	d zx.Dir
+	d   zx.Dir
+	gen uint64 // counts the records written (see hide)
 }
 
 // WriteBackStats counts what the write-back queue did.
@@ -290,6 +291,7 @@ func (w *WriteBack) contents(p string, ops []Op, data []byte, size int64) {
 	}
 	w.mem -= int64(len(pp.data))
 	pp.data, pp.known = nil, known
+	pp.gen++
 	if known {
 		if cur == nil {
 			cur = []byte{}
@@ -324,23 +326,41 @@ func (w *WriteBack) Entry(p string) (zx.Dir, bool) {
 	return d, true
 }
 
-// forget drops what the queue knows of the files at and below p (their
-// entries and contents; not their records), which a remove or a move is
-// about to change on the server: reads of them go to the server again,
-// behind the change.
-func (w *WriteBack) forget(p string) {
+// hide takes away what the queue knows of the files at and below p
+// (their entries and contents; not their records), which a remove or a
+// move is about to change on the server: reads of them go to the server
+// again, behind the change. If the change fails, restore puts them back
+// (unless the files were written since): the mount still shows them.
+func (w *WriteBack) hide(p string) (restore func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	drop := func(pp *wbPath) {
+	type hidden struct {
+		q     string
+		pp    *wbPath
+		gen   uint64
+		data  []byte
+		known bool
+		d     zx.Dir
+	}
+	var hs []hidden
+	for q, pp := range w.paths {
+		if q != p && !zx.HasPrefix(q, p) || !pp.known && pp.d == nil {
+			continue
+		}
+		hs = append(hs, hidden{q, pp, pp.gen, pp.data, pp.known, pp.d})
 		w.mem -= int64(len(pp.data))
 		pp.data, pp.known, pp.d = nil, false, nil
 	}
-	if pp := w.paths[p]; pp != nil {
-		drop(pp)
-	}
-	for q, pp := range w.paths {
-		if q != p && zx.HasPrefix(q, p) {
-			drop(pp)
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, h := range hs {
+			pp := h.pp
+			if pp.n <= 0 || w.paths[h.q] != pp || pp.gen != h.gen {
+				continue
+			}
+			pp.data, pp.known, pp.d = h.data, h.known, h.d
+			w.mem += int64(len(pp.data))
 		}
 	}
 }

@@ -2,8 +2,11 @@ package mount_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +125,67 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 	must(t, e.m.Sync(context.Background()))
 	must(t, os.WriteFile(e.srvDir+"/whole", []byte("by another"), 0o644))
 	waitFor(t, "the server's change shows", func() bool { return readFile(t, e.p("whole")) == "by another" })
+}
+
+// TestWriteBackOfflineRename: a file created and written through a
+// write-back mount while the link is stalled, then renamed, and its
+// directory listed, still offline. The rename needs the server: it fails
+// with ETIMEDOUT after the mount's timeout (1 s here: a hang guard), and
+// the file keeps its name and its contents, read from the journal with
+// no request. Listing the directory needs the server too (the cache does
+// not list a directory with writes in flight below it): ETIMEDOUT, never
+// a wrong listing. When the link is back, the data reaches the server
+// under one name (the rename's request, timed out, may still be applied),
+// and the mount shows the same.
+func TestWriteBackOfflineRename(t *testing.T) {
+	e := wbMount(t, wbSetup{reconnect: true, copts: cache.Options{Journal: t.TempDir()}, opts: mount.Options{WriteBack: true, Timeout: time.Second}})
+	must(t, os.WriteFile(e.p("other"), []byte("x"), 0o644))
+	must(t, e.m.Sync(context.Background()))
+	e.proxy.Stall(-1)
+	t.Cleanup(e.proxy.Resume)
+	must(t, os.WriteFile(e.p("b"), []byte("made offline"), 0o644))
+
+	err := os.Rename(e.p("b"), e.p("c"))
+	if !errors.Is(err, syscall.ETIMEDOUT) && !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename with the link stalled: %v, want ETIMEDOUT", err)
+	}
+	before := e.conn.Stats()
+	if got := readFile(t, e.p("b")); got != "made offline" {
+		t.Fatalf("after the failed rename b reads %q", got)
+	}
+	if _, err := os.Stat(e.p("c")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after the failed rename stat c: %v, want ENOENT", err)
+	}
+	if n := e.conn.Stats().Streams - before.Streams; n != 0 {
+		t.Errorf("reading b after the failed rename sent %d requests, want 0", n)
+	}
+
+	out, err := exec.Command("ls", "-l", e.dir).CombinedOutput()
+	t.Logf("ls -l offline: %v\n%s", err, out)
+	switch {
+	case err == nil:
+		if !strings.Contains(string(out), " b\n") || !strings.Contains(string(out), " other\n") {
+			t.Errorf("ls -l offline lists\n%s", out)
+		}
+	case !strings.Contains(string(out), "timed out"):
+		t.Errorf("ls -l offline: %v\n%s", err, out)
+	}
+
+	e.proxy.Resume()
+	must(t, e.m.Sync(context.Background()))
+	b, c := e.server(t, "b"), e.server(t, "c")
+	var name string
+	switch {
+	case b == "made offline" && strings.HasPrefix(c, "<"):
+		name = "b"
+	case c == "made offline" && strings.HasPrefix(b, "<"):
+		name = "c"
+	default:
+		t.Fatalf("after the link came back the server has b=%q c=%q", b, c)
+	}
+	t.Logf("the data reached the server as %s", name)
+	waitFor(t, "the mount shows "+name, func() bool {
+		bb, err := os.ReadFile(e.p(name))
+		return err == nil && string(bb) == "made offline"
+	})
 }
