@@ -148,6 +148,8 @@ type Cache struct {
 	recsMin   uint64 // changes with seq below this are forgotten
 	pend      map[string]int
 	pendBelow map[string]int
+	dataPend  map[string]int        // of pend: data-only write-back writes (see dataOnly)
+	dataBelow map[string]int        // of pendBelow: the same
 	removing  map[string]int        // of pend: Removes (see KnownEmpty)
 	rmBelow   map[string]int        // of pendBelow: Removes
 	deferred  map[string][]zx.Event // notices about paths with local writes pending
@@ -258,6 +260,8 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		fileIdx:   newPathIndex(),
 		pend:      make(map[string]int),
 		pendBelow: make(map[string]int),
+		dataPend:  make(map[string]int),
+		dataBelow: make(map[string]int),
 		removing:  make(map[string]int),
 		rmBelow:   make(map[string]int),
 		deferred:  make(map[string][]zx.Event),
@@ -409,6 +413,77 @@ func (c *Cache) listed(p string) (*entry, bool) {
 		return nil, false
 	}
 	return e, true
+}
+
+// dataOnly reports whether a write-back record's write on p, issued now,
+// changes only the data of an existing file (not a name: its directory's
+// listing stays what it is), and if so counts it until release (see
+// namesPending): the file exists (the cache has its entry, or the queue
+// has it from an earlier record) and nothing but such writes is in flight
+// on p.
+func (c *Cache) dataOnly(p string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p == "/" || c.pend[p]-1 != c.dataPend[p] {
+		return false // begin counted this write already
+	}
+	e := c.ents[p]
+	if c.validEntry(e) && e.d != nil && e.d.Type() == zx.TypeFile {
+		c.dataNoteLocked(p, 1)
+		return true
+	}
+	if pe := c.ents[parent(p)]; (e == nil || e.d != nil) && pe != nil && pe.kids[path.Base(p)] {
+		// Its entry dropped (an earlier record failed for want of
+		// the server), the name still listed.
+		if _, ok := c.wb.Entry(p); ok {
+			c.dataNoteLocked(p, 1)
+			return true
+		}
+	}
+	return false
+}
+
+// dataNoteLocked counts (by one, or down by one) a data-only write of p
+// in flight. c.mu is held.
+func (c *Cache) dataNoteLocked(p string, n int) {
+	if c.dataPend[p] += n; c.dataPend[p] <= 0 {
+		delete(c.dataPend, p)
+	}
+	for q := p; q != "/"; {
+		q = parent(q)
+		if c.dataBelow[q] += n; c.dataBelow[q] <= 0 {
+			delete(c.dataBelow, q)
+		}
+	}
+}
+
+// dirUnchanged reports whether p is a directory the cache has an entry
+// for and no local write in flight changes (namesPending), although some
+// overlap it (pendingOverlap): data-only writes of files below it.
+func (c *Cache) dirUnchanged(p string) bool {
+	if c.wb == nil || len(c.dataPend) == 0 {
+		return false
+	}
+	e := c.ents[p]
+	return e != nil && e.d != nil && e.d.IsDir() && !c.namesPending(p)
+}
+
+// namesPending reports whether a local write in flight may change the
+// directory p's listing or attributes: one on p or above it, or one
+// below it that is not a data-only write (dataOnly). Listings and stats
+// of directories are answered from the cache when none is, so that a
+// directory whose files have written-back data on its way (with the link
+// down, for as long as that lasts) can still be listed.
+func (c *Cache) namesPending(p string) bool {
+	for q := p; ; q = parent(q) {
+		if c.pend[q] > 0 {
+			return true
+		}
+		if q == "/" {
+			break
+		}
+	}
+	return c.pendBelow[p] > c.dataBelow[p]
 }
 
 // pendingOverlap reports whether a local write on a path overlapping p is
@@ -666,7 +741,7 @@ func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
 	}
 	c.awaitPrefetch(ctx, p, false)
 	c.mu.Lock()
-	if !c.pendingOverlap(p) {
+	if !c.pendingOverlap(p) || c.dirUnchanged(p) {
 		if e := c.ents[p]; c.validEntry(e) {
 			c.stats.Hits++
 			c.mu.Unlock()
@@ -837,7 +912,7 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	}
 	c.mu.Lock()
 	var e *entry
-	if !c.pendingOverlap(p) {
+	if !c.pendingOverlap(p) || c.dirUnchanged(p) {
 		e = c.ents[p]
 		if !c.validEntry(e) {
 			e = nil
@@ -859,7 +934,16 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 				slices.Sort(names)
 				complete := true
 				for _, name := range names {
-					ce := c.ents[join(p, name)]
+					cp := join(p, name)
+					if c.wb != nil {
+						// Written back, not yet on the server:
+						// as the mount left it (see Stat).
+						if d, ok := c.wb.Entry(cp); ok {
+							its = append(its, zx.Item{Dir: d})
+							continue
+						}
+					}
+					ce := c.ents[cp]
 					if !c.validEntry(ce) || ce.d == nil {
 						complete = false
 						break
@@ -1242,6 +1326,10 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 	p = cp
 	s := c.begin(p)
 	at := time.Now()
+	var release func()
+	if c.wb != nil && ctx.Value(writeBackKey{}) != nil && c.dataOnly(p) {
+		release = func() { c.dataNoteLocked(p, -1) } // endWith holds c.mu
+	}
 	if d.Type() == zx.TypeDir && d[zx.AExcl] == "y" && p != "/" {
 		c.newDir(p, d, at)
 	}
@@ -1262,14 +1350,14 @@ func (c *Cache) Put(ctx context.Context, p string, d zx.Dir, off int64, data io.
 	out := make(chan zx.Reply, 1)
 	go func() {
 		r := <-rc
-		c.end(s, []string{p}, func() {
+		c.endWith(s, []string{p}, func() {
 			c.applyReply(p, r, at, issued)
 			if tee != nil && r.Err == nil && r.Dir != nil && r.Dir.Type() == zx.TypeFile {
 				if b, ok := tee.captured(); ok && int64(len(b)) == r.Dir.Size() {
 					c.setData(p, r.Dir, b)
 				}
 			}
-		})
+		}, release)
 		out <- r
 	}()
 	return out

@@ -26,7 +26,7 @@ import (
 // by Replay.
 //
 // Lock order: WriteBack.mu, then Cache.mu (through the tree's methods,
-// never while holding WriteBack.mu across a wait).
+// never while holding WriteBack.mu across a wait), then WriteBack.emu.
 type WriteBack struct {
 	t   zx.Tree
 	j   *journal
@@ -53,7 +53,18 @@ type WriteBack struct {
 	// file at p when they are valid and no write of p is in flight:
 	// what a record of writes in place applies to.
 	base func(p string) ([]byte, bool)
+
+	// emu guards ents, the entries Entry answers with (pp.d with
+	// pp.size, for the paths that have both), published under mu
+	// too: emu is a leaf lock, so that the cache may ask with its own
+	// lock held (see Lock order above).
+	emu  sync.Mutex
+	ents map[string]zx.Dir
 }
+
+// writeBackKey marks the context of a record's requests, for the cache
+// (see Cache.Put).
+type writeBackKey struct{}
 
 // wbRec is a record in flight.
 type wbRec struct {
@@ -112,6 +123,7 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 		recs: make(map[uint64]*wbRec), paths: make(map[string]*wbPath),
 		leftover: recs,
 		maxFile:  64 << 20, maxMem: 512 << 20,
+		ents: make(map[string]zx.Dir),
 	}
 	w.stats.Journal = dir
 	// Past every number in the journal, acknowledgements included: a
@@ -189,7 +201,22 @@ func (w *WriteBack) add(wr *wbRec) {
 		}
 		pp.n++
 		pp.size = wr.size
+		w.publish(wr.r.Path, pp)
 	}
+}
+
+// publish makes Entry answer for p what pp (nil: nothing) says. w.mu is
+// held.
+func (w *WriteBack) publish(p string, pp *wbPath) {
+	w.emu.Lock()
+	defer w.emu.Unlock()
+	if pp == nil || pp.n <= 0 || pp.d == nil {
+		delete(w.ents, p)
+		return
+	}
+	d := pp.d.Clone()
+	d.SetInt(zx.ASize, pp.size)
+	w.ents[p] = d
 }
 
 // Write journals the writes ops (with their data, concatenated) to the
@@ -309,21 +336,20 @@ func (w *WriteBack) SetEntry(p string, d zx.Dir) {
 	defer w.mu.Unlock()
 	if pp := w.paths[p]; pp != nil && pp.n > 0 && d != nil && d.Type() == zx.TypeFile {
 		pp.d = d.Clone()
+		w.publish(p, pp)
 	}
 }
 
 // Entry returns the entry of the file at p, with the size through its
 // pending records, if it has any and SetEntry told one.
 func (w *WriteBack) Entry(p string) (zx.Dir, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	pp := w.paths[p]
-	if pp == nil || pp.n <= 0 || pp.d == nil {
+	w.emu.Lock()
+	defer w.emu.Unlock()
+	d, ok := w.ents[p]
+	if !ok {
 		return nil, false
 	}
-	d := pp.d.Clone()
-	d.SetInt(zx.ASize, pp.size)
-	return d, true
+	return d.Clone(), true
 }
 
 // hide takes away what the queue knows of the files at and below p
@@ -350,6 +376,7 @@ func (w *WriteBack) hide(p string) (restore func()) {
 		hs = append(hs, hidden{q, pp, pp.gen, pp.data, pp.known, pp.d})
 		w.mem -= int64(len(pp.data))
 		pp.data, pp.known, pp.d = nil, false, nil
+		w.publish(q, pp)
 	}
 	return func() {
 		w.mu.Lock()
@@ -361,6 +388,7 @@ func (w *WriteBack) hide(p string) (restore func()) {
 			}
 			pp.data, pp.known, pp.d = h.data, h.known, h.d
 			w.mem += int64(len(pp.data))
+			w.publish(h.q, pp)
 		}
 	}
 }
@@ -384,7 +412,7 @@ func (w *WriteBack) Contents(p string) ([]byte, bool) {
 // fails them at once (and wr is stuck) rather than being waited for.
 func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 	r := wr.r
-	ctx := w.ctx
+	ctx := context.WithValue(w.ctx, writeBackKey{}, true)
 	if failFast {
 		ctx = zx.WithFailFast(ctx)
 	}
@@ -505,6 +533,7 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 		if pp.n--; pp.n <= 0 {
 			w.mem -= int64(len(pp.data))
 			delete(w.paths, wr.r.Path)
+			w.publish(wr.r.Path, nil)
 		}
 	}
 	close(wr.done)

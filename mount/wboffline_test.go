@@ -44,22 +44,26 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 		s.opts.Coherency = time.Nanosecond
 	}
 	e := wbMount(t, s)
+	must(t, os.Mkdir(e.p("d"), 0o755))
 	must(t, os.WriteFile(e.p("whole"), []byte("old"), 0o644))
-	must(t, os.WriteFile(e.p("extent"), []byte("0123456789"), 0o644))
+	must(t, os.WriteFile(e.p("d/extent"), []byte("0123456789"), 0o644))
 	must(t, e.m.Sync(context.Background()))
-	if got := readFile(t, e.p("extent")); got != "0123456789" { // cached: what writes in place apply to
+	if got := readFile(t, e.p("d/extent")); got != "0123456789" { // cached: what writes in place apply to
 		t.Fatalf("read %q", got)
+	}
+	if _, err := os.ReadDir(e.p("d")); err != nil { // its listing cached
+		t.Fatal(err)
 	}
 
 	e.proxy.Stall(-1)
 	t.Cleanup(e.proxy.Resume)
 	must(t, os.WriteFile(e.p("whole"), []byte("new contents"), 0o644))
-	f, err := os.OpenFile(e.p("extent"), os.O_WRONLY, 0)
+	f, err := os.OpenFile(e.p("d/extent"), os.O_WRONLY, 0)
 	must(t, err)
 	_, err = f.WriteAt([]byte("abc"), 3)
 	must(t, err)
 	must(t, f.Close())
-	f, err = os.OpenFile(e.p("extent"), os.O_WRONLY|os.O_APPEND, 0)
+	f, err = os.OpenFile(e.p("d/extent"), os.O_WRONLY|os.O_APPEND, 0)
 	must(t, err)
 	_, err = f.Write([]byte("+tail"))
 	must(t, err)
@@ -69,11 +73,19 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 		t.Fatalf("write-back with the link stalled: %+v, want 4 records pending", st)
 	}
 
-	want := map[string]string{"whole": "new contents", "extent": "012abc6789+tail", "created": "made offline"}
-	check := func(what string) {
+	want := map[string]string{"whole": "new contents", "d/extent": "012abc6789+tail", "created": "made offline"}
+	// Directories are answered from the cache only while it trusts
+	// them: with a watch (not flushed), or within the coherency window
+	// (1 s) without: the files below d and its listing are checked
+	// only with a watch, and, flushed, only the files (the kernel keeps
+	// d's entry).
+	check := func(what string, flushed bool) {
 		t.Helper()
 		before := e.conn.Stats()
 		for name, w := range want {
+			if noWatch && strings.HasPrefix(name, "d/") {
+				continue
+			}
 			fi, err := os.Stat(e.p(name))
 			if err != nil {
 				t.Fatalf("%s: stat %s: %v", what, name, err)
@@ -93,6 +105,26 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 				t.Errorf("%s: ls -l %s: %v\n%s", what, name, err, out)
 			}
 		}
+		// ls -l of a directory whose files have data on its way (and
+		// none created offline: see TestWriteBackOfflineRename).
+		if !flushed && !noWatch {
+			if out, err := exec.Command("ls", "-l", e.p("d")).CombinedOutput(); err != nil {
+				t.Errorf("%s: ls -l d: %v\n%s", what, err, out)
+			}
+			es, err := os.ReadDir(e.p("d"))
+			if err != nil {
+				t.Fatalf("%s: readdir d: %v", what, err)
+			}
+			if len(es) != 1 {
+				t.Errorf("%s: d lists %v", what, es)
+			}
+			for _, de := range es {
+				fi, err := de.Info()
+				if err != nil || fi.Size() != int64(len(want["d/"+de.Name()])) {
+					t.Errorf("%s: d lists %s: %v, %v", what, de.Name(), fi, err)
+				}
+			}
+		}
 		after := e.conn.Stats()
 		if n := after.Streams - before.Streams; n != 0 {
 			t.Errorf("%s: %d requests sent to the server, want 0", what, n)
@@ -101,9 +133,9 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 			t.Errorf("%s: %d round trips, want 0", what, n)
 		}
 	}
-	check("after close")
+	check("after close", false)
 	e.c.Flush() // the journal's contents answer, not cached data
-	check("after the cache was flushed")
+	check("after the cache was flushed", true)
 	for name := range want {
 		if got := e.server(t, name); got == want[name] {
 			t.Fatalf("the server has %s = %q with the link stalled", name, got)
