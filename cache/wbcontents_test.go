@@ -103,7 +103,7 @@ func TestWriteBackContents(t *testing.T) {
 
 	// A move takes the contents away while in flight; failing, gives them back.
 	mctx, mcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	ec := c.Move(mctx, "/new", "/elsewhere")
+	ec := c.Move(mctx, "/new", "/nodir/new") // fails on the server too, if it gets there
 	read("/new", "", false)
 	if err := <-ec; err == nil {
 		t.Fatal("a move over a stalled link succeeded")
