@@ -1464,12 +1464,24 @@ func (c *Cache) Wstat(ctx context.Context, p string, d zx.Dir) <-chan zx.Reply {
 		return c.remote.Wstat(ctx, p, d)
 	}
 	p = cp
+	ours := c.wb != nil && ctx.Value(writeBackKey{}) == nil
+	if ours {
+		// A chmod, utimes or truncate(2) of a file with written-back
+		// data on its way: what the queue answers with changes too.
+		c.wb.wstat(p, d)
+	}
 	s := c.begin(p)
 	at := time.Now()
 	rc := c.remote.Wstat(ctx, p, d)
 	out := make(chan zx.Reply, 1)
 	go func() {
 		r := <-rc
+		if ours && r.Err != nil && !transient(r.Err) {
+			// Refused: the server says. (Not sent, or not answered,
+			// for want of the link: it may yet be applied, as the
+			// mount told the caller; the queue keeps the change.)
+			c.wb.hide(p)
+		}
 		c.end(s, []string{p}, func() {
 			if r.Err == nil && r.Dir != nil && r.Dir.Path() == p {
 				// Keep cached data when only attributes changed.

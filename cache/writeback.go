@@ -352,6 +352,50 @@ func (w *WriteBack) Entry(p string) (zx.Dir, bool) {
 	return d.Clone(), true
 }
 
+// wstat applies d (attributes, a size) to what the queue knows of the
+// file at p, if it has records pending: a change of it is being sent
+// behind them.
+func (w *WriteBack) wstat(p string, d zx.Dir) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pp := w.paths[p]
+	if pp == nil || pp.n <= 0 {
+		return
+	}
+	pp.gen++
+	if sz, ok := d[zx.ASize]; ok {
+		size := d.Size()
+		if sz == "" || size < 0 {
+			pp.d = nil // not a size: the server says
+		} else {
+			pp.size = size
+		}
+		if pp.known && size <= w.maxFile && w.mem+size-int64(len(pp.data)) <= w.maxMem {
+			nb := make([]byte, size)
+			copy(nb, pp.data)
+			w.mem += size - int64(len(pp.data))
+			pp.data = nb
+		} else if pp.known {
+			w.mem -= int64(len(pp.data))
+			pp.data, pp.known = nil, false
+		}
+	}
+	if pp.d != nil {
+		nd := pp.d.Clone()
+		for k, v := range d {
+			switch {
+			case k == zx.ASize:
+			case v == "":
+				delete(nd, k)
+			default:
+				nd[k] = v
+			}
+		}
+		pp.d = nd
+	}
+	w.publish(p, pp)
+}
+
 // hide takes away what the queue knows of the files at and below p
 // (their entries and contents; not their records), which a remove or a
 // move is about to change on the server: reads of them go to the server

@@ -730,6 +730,33 @@ func (h *handle) writeBack(p string) syscall.Errno {
 	return 0
 }
 
+// truncateBack journals a truncation by path (truncate(2), no handle
+// open) of a file whose written-back data is still on its way, as one
+// more write-back record behind it, rather than sending a change that
+// waits for the server: the queue (which reads of the file answer from)
+// has it at once, and sends it in order, again if the link is down.
+func (n *node) truncateBack(size int64) bool {
+	m := n.m
+	if m.wb == nil {
+		return false
+	}
+	p := n.path()
+	d := n.dir()
+	if _, pending := m.wb.PendingSize(p); !pending || d == nil || d.Type() != zx.TypeFile {
+		return false
+	}
+	if err := m.wb.Write(p, []cache.Op{{Off: size, Trunc: true}}, nil, size); err != nil {
+		m.log.Error("mount: write-back journal", "path", p, "err", err)
+		return false
+	}
+	nd := d.Clone()
+	nd.SetInt(zx.ASize, size)
+	nd.SetTime(zx.AMtime, time.Now())
+	n.setDir(nd)
+	m.wb.SetEntry(p, nd)
+	return true
+}
+
 func itoa(n int64) string {
 	d := zx.Dir{}
 	d.SetInt("n", n)

@@ -538,6 +538,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 		if ok && h.truncate(int64(size)) {
 			hasSize = false
+		} else if !ok && n.truncateBack(int64(size)) {
+			hasSize = false
 		}
 	}
 	if len(d) > 0 || hasSize {

@@ -69,11 +69,17 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 	must(t, err)
 	must(t, f.Close())
 	must(t, os.WriteFile(e.p("created"), []byte("made offline"), 0o644))
-	if st := e.c.WriteBack().Stats(); st.Pending != 4 {
-		t.Fatalf("write-back with the link stalled: %+v, want 4 records pending", st)
+	// truncate(2) and chmod by path, with no descriptor open: the
+	// truncation is journaled behind the data, the chmod sent without
+	// waiting; what the mount answers with follows both.
+	must(t, os.Truncate(e.p("whole"), 3))
+	must(t, os.Chmod(e.p("whole"), 0o600))
+	if st := e.c.WriteBack().Stats(); st.Pending != 5 {
+		// whole, extent twice, created, and the truncation.
+		t.Fatalf("write-back with the link stalled: %+v, want 5 records pending", st)
 	}
 
-	want := map[string]string{"whole": "new contents", "d/extent": "012abc6789+tail", "created": "made offline"}
+	want := map[string]string{"whole": "new", "d/extent": "012abc6789+tail", "created": "made offline"}
 	// Directories are answered from the cache only while it trusts
 	// them: with a watch (not flushed), or within the coherency window
 	// (1 s) without: the files below d and its listing are checked
@@ -92,6 +98,9 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 			}
 			if fi.Size() != int64(len(w)) {
 				t.Errorf("%s: stat %s: size %d, want %d", what, name, fi.Size(), len(w))
+			}
+			if name == "whole" && fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: stat %s: mode %v, want 0600", what, name, fi.Mode())
 			}
 			b, err := os.ReadFile(e.p(name))
 			if err != nil {
@@ -151,6 +160,9 @@ func testWriteBackOffline(t *testing.T, noWatch bool) {
 	}
 	if st := e.c.WriteBack().Stats(); st.Pending != 0 {
 		t.Errorf("write-back after sync: %+v", st)
+	}
+	if fi, err := os.Stat(e.srvDir + "/whole"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after sync the server has whole: %v, %v; want mode 0600", fi, err)
 	}
 	// Nothing pending: close-to-open as before (the server is asked).
 	must(t, os.WriteFile(e.p("whole"), []byte("changed on the server"), 0o644))
