@@ -47,7 +47,7 @@ func TestFindBytesOnTheLink(t *testing.T) {
 	}
 	t.Cleanup(func() { fs.Close() })
 	addr := serve(t, fs)
-	far := lag(t, addr, 10*time.Millisecond) // far from its first round trip
+	far := lag(t, addr, 20*time.Millisecond) // far from its first round trip
 
 	// find returns the bytes received for a find of the tree, the bytes
 	// that compression saved, and the size of the entries encoded.
@@ -82,7 +82,7 @@ func TestFindBytesOnTheLink(t *testing.T) {
 		return st.BytesIn - st0.BytesIn, st.SavedIn - st0.SavedIn, raw
 	}
 	wire, saved, raw := find(t, far, mux.CompressAuto)
-	t.Logf("over a 10 ms link: %d bytes of entries, %d on the link, %d saved", raw, wire, saved)
+	t.Logf("over a 20 ms link: %d bytes of entries, %d on the link, %d saved", raw, wire, saved)
 	if wire > raw/6 {
 		t.Errorf("a find of 4,041 entries moved %d bytes on the link: over a sixth of the %d bytes of the entries", wire, raw)
 	}

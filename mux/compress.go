@@ -69,9 +69,10 @@ const (
 // far. So the least round trip must be at least farRTT, or at least
 // localRTT over dirSamples measurements (the connection's first ping,
 // the keepalive's, DATA's probes, Conn.Ping); no ping is sent for
-// batches. A link of 1 to 5 ms thus compresses entries only once it has
-// been measured a few times, and one of 5 ms or more from its first
-// batch after the first round trip.
+// batches. A link of 1 to 10 ms thus compresses entries only once it has
+// been measured a few times, and one of 10 ms or more (the links zx is
+// for) from its first batch after the first round trip; a loopback is
+// taken for far only if its first ping takes 10 ms.
 //
 // A compressed frame is kept only if it saves at least an eighth of the
 // bytes; otherwise the raw frame is sent, and the stream backs off: after
@@ -91,8 +92,8 @@ const (
 
 // The rule for entry batches (above).
 const (
-	farRTT     = 5 * time.Millisecond // not local, even from one sample
-	dirSamples = 3                    // round trips that say a link is local
+	farRTT     = 10 * time.Millisecond // not local, even from one sample
+	dirSamples = 3                     // round trips that say a link is local
 )
 
 // compressor is a connection's compression state.

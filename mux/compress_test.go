@@ -266,6 +266,8 @@ func TestWorthDirs(t *testing.T) {
 		{"WAN, from its first round trip", CompressAuto, true, 16 << 10, 20 * ms, 1, true},
 		{"a LAN of 1 ms", CompressAuto, true, 16 << 10, ms, 3, true},
 		{"2 ms, one sample: perhaps a loaded loopback", CompressAuto, true, 16 << 10, 2 * ms, 1, false},
+		{"7 ms, one sample: a loopback's first ping can take that", CompressAuto, true, 16 << 10, 7 * ms, 1, false},
+		{"10 ms, one sample", CompressAuto, true, 16 << 10, 10 * ms, 1, true},
 		{"2 ms, two samples", CompressAuto, true, 16 << 10, 2 * ms, 2, false},
 		{"2 ms, three samples", CompressAuto, true, 16 << 10, 2 * ms, 3, true},
 		{"loopback", CompressAuto, true, 16 << 10, ms / 10, 3, false},

@@ -45,7 +45,7 @@ func batches(ds []zx.Dir) [][]byte {
 
 // sendBatches returns a handler that sends ps as DIRS messages, then the
 // end; it first measures the round trip pings times: the policy needs 3
-// samples to call a link under 5 ms far, and on a loaded machine the
+// samples to call a link under 10 ms far, and on a loaded machine the
 // least of a few on loopback may take a millisecond.
 func sendBatches(ps [][]byte, pings int) func(*Stream) {
 	return func(st *Stream) {

@@ -11,7 +11,7 @@ import (
 type compressFlag struct{ mode mux.Compression }
 
 func (f *compressFlag) register(fs *flag.FlagSet) {
-	fs.Var(f, "compress", "`MODE` of zstd on file data: auto (when the link is slow enough for it to pay), off or always")
+	fs.Var(f, "compress", "`MODE` of zstd on file data and directory entries: auto (file data when the link is slow enough for it to pay, entries when it is not local), off or always")
 }
 
 func (f *compressFlag) String() string {
