@@ -266,6 +266,13 @@ func (d *dir) pop() (chunk, bool) {
 	}
 }
 
+// behind reports whether chunks are queued.
+func (d *dir) behind() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.head < len(d.q)
+}
+
 // maxBatch bounds how many chunks one write takes.
 const maxBatch = 32
 
@@ -333,7 +340,13 @@ func (d *dir) write() {
 		if !ok {
 			return
 		}
-		if !d.wait(ch.release, ch.timing) {
+		rel := ch.release
+		if ch.timing == paced && d.behind() {
+			// Late by up to a batch's time, so that one wake-up
+			// releases a batch (see Config.paceBatch).
+			rel = rel.Add(d.c.p.cfg.Load().paceBatch())
+		}
+		if !d.wait(rel, ch.timing) {
 			return
 		}
 		if ch.buf == nil {

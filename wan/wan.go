@@ -81,6 +81,25 @@ func (c *Config) chunkSize() int {
 	return int(min(max(c.Rate/1000, 1500), maxChunk))
 }
 
+// maxPaceBatch bounds Config.paceBatch.
+const maxPaceBatch = 4 * time.Millisecond
+
+// paceBatch returns how late the writer may release a paced chunk that has
+// more queued behind it, so that a wake-up releases a batch of chunks in
+// one write rather than one chunk every millisecond: 4 ms (a wake-up
+// costs about as much as the write, and this more than halves the CPU of
+// a paced transfer), or less where that much traffic would take more than
+// an eighth of the queue, which must also absorb late wake-ups. Only the
+// schedule sets the rate, so a batch late by this much does not lower it;
+// the last chunk of a burst, with nothing queued behind it, is not held
+// (though it may go out with its predecessor, up to a batch late).
+func (c *Config) paceBatch() time.Duration {
+	if c.Rate <= 0 {
+		return 0
+	}
+	return min(maxPaceBatch, txTime(int(c.queueLimit()/8), c.Rate))
+}
+
 // txTime returns the time n bytes take at rate bytes per second.
 func txTime(n int, rate int64) time.Duration {
 	return time.Duration(int64(n) * int64(time.Second) / rate)

@@ -636,6 +636,24 @@ func TestQueueDefault(t *testing.T) {
 	}
 }
 
+func TestPaceBatch(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, 0},
+		{Config{RTT: 50 * time.Millisecond}, 0},
+		{Config{Rate: 12_500_000, RTT: 100 * time.Millisecond}, 4 * time.Millisecond},
+		// A queue of 937,500 bytes: an eighth (117,187) is 0.9375 ms at 1 gbit.
+		{Config{Rate: 125_000_000, RTT: 10 * time.Millisecond}, 937496 * time.Nanosecond},
+		{Config{Rate: 125_000_000, Queue: 1 << 20}, 1048576 * time.Nanosecond},
+	} {
+		if got := tc.cfg.paceBatch(); got != tc.want {
+			t.Errorf("%+v: batch %v, want %v", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 func BenchmarkThroughput(b *testing.B) {
 	addr := server(b, sink)
 	p := proxy(b, addr, Config{})
