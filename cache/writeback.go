@@ -366,10 +366,13 @@ func (w *WriteBack) wstat(p string, d zx.Dir) {
 	if sz, ok := d[zx.ASize]; ok {
 		size := d.Size()
 		if sz == "" || size < 0 {
-			pp.d = nil // not a size: the server says
-		} else {
-			pp.size = size
+			// Not a size: the server says.
+			w.mem -= int64(len(pp.data))
+			pp.data, pp.known, pp.d = nil, false, nil
+			w.publish(p, pp)
+			return
 		}
+		pp.size = size
 		if pp.known && size <= w.maxFile && w.mem+size-int64(len(pp.data)) <= w.maxMem {
 			nb := make([]byte, size)
 			copy(nb, pp.data)
