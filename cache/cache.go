@@ -156,6 +156,10 @@ type Cache struct {
 	listing   map[string]bool       // directories being listed by a prefetch
 	pfs       []*prefetch           // subtree prefetches in flight (prefetch.go)
 	pfCuts    []pfCut               // where recent ones were cut off
+	links     map[string][]string   // the cached names of each file, by linkKey (link.go)
+	multi     map[string]bool       // the names whose entries have nlink > 1
+	linkChs   []linkChange          // recent changes of files, by linkKey (link.go)
+	linkLost  time.Time             // changes noted before this are forgotten
 	watching  bool
 	epoch     uint64 // changes when watching changes
 	ready     chan struct{}
@@ -266,6 +270,8 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		rmBelow:   make(map[string]int),
 		deferred:  make(map[string][]zx.Event),
 		listing:   make(map[string]bool),
+		links:     make(map[string][]string),
+		multi:     make(map[string]bool),
 		ready:     make(chan struct{}),
 		recsMin:   1,
 		onInval:   opts.OnInvalidate,
@@ -402,7 +408,7 @@ func (c *Cache) valid(at time.Time, watched bool) bool {
 }
 
 func (c *Cache) validEntry(e *entry) bool {
-	return e != nil && !e.stale && !shared(e.d) && c.valid(e.at, e.watched)
+	return e != nil && !e.stale && c.valid(e.at, e.watched)
 }
 
 // listed returns the complete listing of dir p, if valid: every child's
@@ -564,6 +570,9 @@ func (c *Cache) changedSince(s uint64, p string, listing bool) bool {
 // drop forgets the entry at p and everything below it.
 func (c *Cache) drop(p string) {
 	for _, q := range c.entIdx.below(p) {
+		if e := c.ents[q]; e != nil {
+			c.linkDel(q, e.d, true)
+		}
 		delete(c.ents, q)
 		c.entIdx.remove(q)
 	}
@@ -614,6 +623,8 @@ func (c *Cache) dropAll() {
 	c.stopPrefetches()
 	clear(c.ents)
 	c.entIdx.clear()
+	clear(c.links)
+	clear(c.multi)
 	for _, f := range c.files {
 		c.dropFile(f)
 	}
@@ -641,9 +652,12 @@ func (c *Cache) set(p string, d zx.Dir, at time.Time, watched bool) {
 	}
 	if old != nil && old.d != nil && (d == nil || old.d.Type() != d.Type()) {
 		c.drop(p)
+	} else if old != nil {
+		c.linkDel(p, old.d, linkKey(old.d) != linkKey(d))
 	}
 	c.ents[p] = e
 	c.entIdx.add(p)
+	c.linkAdd(p, e)
 	if p == "/" {
 		return
 	}
@@ -1229,6 +1243,12 @@ func (c *Cache) begin(paths ...string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendAdd(paths...)
+	for _, p := range paths {
+		if e := c.ents[p]; e != nil {
+			// Its other names must be asked for, behind the write.
+			c.staleLinks(linkKey(e.d), p)
+		}
+	}
 	return c.record(zx.Changed, true, paths...)
 }
 

@@ -208,6 +208,30 @@ func older(a, b zx.Dir) bool {
 	return ca > 0 && cb > 0 && ca < cb
 }
 
+// unlinked notes that the name p, whose entry was old (nil: none cached),
+// went or was replaced, and adds the invalidations to report for the
+// other names of the file it named: their link count dropped. When the
+// cache does not know what p named, that is any cached entry with nlink
+// over 1 (link.go).
+func (c *Cache) unlinked(p string, old *entry, cbs []inval) []inval {
+	var qs []string
+	switch {
+	case old != nil && old.d != nil:
+		// A directory: the files below it are dropped with it, and
+		// drop makes their other names stale.
+		qs = c.staleLinks(linkKey(old.d), p)
+	case old == nil:
+		if pe, ok := c.listed(parent(p)); ok && !pe.kids[path.Base(p)] {
+			return cbs // p did not exist
+		}
+		qs = c.staleMulti()
+	}
+	for _, q := range qs {
+		cbs = append(cbs, inval{q, InvalAttr})
+	}
+	return cbs
+}
+
 // apply applies a change notice to the cache and returns the
 // invalidations to report. c.mu is held.
 func (c *Cache) apply(ev zx.Event) []inval {
@@ -259,12 +283,18 @@ func (c *Cache) apply(ev zx.Event) []inval {
 	case zx.Created:
 		c.record(ev.Kind, false, p)
 		c.forget(p)
+		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+			cbs = append(cbs, inval{q, InvalAttr}) // its link count
+		}
 		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
 			pe.kids[path.Base(p)] = true // its entry is missing: a lookup misses
 		}
 		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
 	case zx.Changed:
 		c.record(ev.Kind, false, p)
+		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+			cbs = append(cbs, inval{q, InvalAttr | InvalData})
+		}
 		what := InvalAttr
 		if old == nil || old.d == nil || old.d[zx.ASize] != ev.Dir[zx.ASize] || old.d[zx.AMtime] != ev.Dir[zx.AMtime] || old.d.Type() != ev.Dir.Type() {
 			what |= InvalData
@@ -278,6 +308,7 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		cbs = append(cbs, inval{p, what})
 	case zx.Removed:
 		c.record(ev.Kind, false, p)
+		cbs = c.unlinked(p, old, cbs)
 		c.forget(p)
 		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
 	case zx.Moved:
@@ -286,8 +317,12 @@ func (c *Cache) apply(ev zx.Event) []inval {
 			from = p
 		}
 		c.record(ev.Kind, false, from, p)
+		cbs = c.unlinked(p, old, cbs) // a file it replaced lost a name
 		c.forget(from)
 		c.forget(p)
+		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+			cbs = append(cbs, inval{q, InvalAttr}) // its ctime
+		}
 		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
 			pe.kids[path.Base(p)] = true
 		}
