@@ -408,7 +408,7 @@ func (c *Cache) valid(at time.Time, watched bool) bool {
 }
 
 func (c *Cache) validEntry(e *entry) bool {
-	return e != nil && !e.stale && c.valid(e.at, e.watched)
+	return e != nil && !e.stale && c.valid(e.at, e.watched) && (e.d == nil || e.d[zx.AIno] != "" || !shared(e.d))
 }
 
 // listed returns the complete listing of dir p, if valid: every child's
@@ -1246,7 +1246,7 @@ func (c *Cache) begin(paths ...string) uint64 {
 	for _, p := range paths {
 		if e := c.ents[p]; e != nil {
 			// Its other names must be asked for, behind the write.
-			c.staleLinks(linkKey(e.d), p)
+			c.staleLinks(e.d, p)
 		}
 	}
 	return c.record(zx.Changed, true, paths...)

@@ -30,7 +30,7 @@ func (c *Cache) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Rep
 		c.end(s, []string{f, t}, func() {
 			if e := c.ents[f]; e != nil {
 				e.stale = true // its nlink and ctime changed
-				c.staleLinks(linkKey(e.d), f)
+				c.staleLinks(e.d, f)
 			}
 			if r.Err != nil {
 				if zx.KindOf(r.Err) == zx.ErrExist {
@@ -80,9 +80,13 @@ func shared(d zx.Dir) bool {
 //     of the file's other names (linkCheck): if they differ, the older
 //     one (by ctime, which the server sets on every change of the file)
 //     is made stale.
-//   - An entry of a file with several names from a read issued before a
-//     change of that file was noted (linkChanges) is installed stale: the
-//     read may have been answered before the change.
+//   - An entry from a read issued before a change of a file with several
+//     names was noted (linkChs: changes of such files only) is installed
+//     stale if it is of that file: the read may have been answered before
+//     the change (by another name of the file, which changedSince does
+//     not see).
+//   - An entry with nlink over 1 but no inode number is never trusted:
+//     the cache cannot tell which entries are of the same file.
 //   - A removal or replacement of a name the cache has no entry for may
 //     have been one of a cached file's names, whose link count then
 //     dropped: every cached entry with nlink over 1 is made stale (multi)
@@ -115,14 +119,13 @@ func (c *Cache) linkAdd(p string, e *entry) {
 	if ps := c.links[k]; !slices.Contains(ps, p) {
 		c.links[k] = append(ps, p)
 	}
+	if c.linkChangedAfter(k, e.at) {
+		e.stale = true // from a read that may have been answered before
+	}
 	if !shared(e.d) {
 		return
 	}
 	c.multi[p] = true
-	if c.linkChangedAfter(k, e.at) {
-		e.stale = true
-		return
-	}
 	for _, q := range c.links[k] {
 		o := c.ents[q]
 		if q == p || o == nil || o.d == nil || sameFile(o.d, e.d) {
@@ -154,21 +157,25 @@ func (c *Cache) linkDel(p string, d zx.Dir, gone bool) {
 	}
 	c.links[k] = ps
 	if gone {
-		c.staleLinks(k, p)
+		c.staleLinks(d, p)
 	}
 }
 
-// staleLinks notes a change of the file with key k made through p, and
-// makes the entries of its other names stale; it returns those names.
-func (c *Cache) staleLinks(k, p string) []string {
+// staleLinks notes a change made through p of the file whose entry is d
+// (for reads in flight, if it has several names), and makes the entries
+// of its other names stale; it returns those names.
+func (c *Cache) staleLinks(d zx.Dir, p string) []string {
+	k := linkKey(d)
 	if k == "" {
 		return nil
 	}
-	c.linkChs = append(c.linkChs, linkChange{k, time.Now()})
-	if len(c.linkChs) > maxLinkChanges {
-		n := len(c.linkChs) / 2
-		c.linkLost = c.linkChs[n-1].when
-		c.linkChs = slices.Delete(c.linkChs, 0, n)
+	if shared(d) {
+		c.linkChs = append(c.linkChs, linkChange{k, time.Now()})
+		if len(c.linkChs) > maxLinkChanges {
+			n := len(c.linkChs) / 2
+			c.linkLost = c.linkChs[n-1].when
+			c.linkChs = slices.Delete(c.linkChs, 0, n)
+		}
 	}
 	var qs []string
 	for _, q := range c.links[k] {

@@ -219,7 +219,7 @@ func (c *Cache) unlinked(p string, old *entry, cbs []inval) []inval {
 	case old != nil && old.d != nil:
 		// A directory: the files below it are dropped with it, and
 		// drop makes their other names stale.
-		qs = c.staleLinks(linkKey(old.d), p)
+		qs = c.staleLinks(old.d, p)
 	case old == nil:
 		if pe, ok := c.listed(parent(p)); ok && !pe.kids[path.Base(p)] {
 			return cbs // p did not exist
@@ -283,7 +283,7 @@ func (c *Cache) apply(ev zx.Event) []inval {
 	case zx.Created:
 		c.record(ev.Kind, false, p)
 		c.forget(p)
-		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+		for _, q := range c.staleLinks(ev.Dir, p) {
 			cbs = append(cbs, inval{q, InvalAttr}) // its link count
 		}
 		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
@@ -292,7 +292,7 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
 	case zx.Changed:
 		c.record(ev.Kind, false, p)
-		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+		for _, q := range c.staleLinks(ev.Dir, p) {
 			cbs = append(cbs, inval{q, InvalAttr | InvalData})
 		}
 		what := InvalAttr
@@ -320,7 +320,7 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		cbs = c.unlinked(p, old, cbs) // a file it replaced lost a name
 		c.forget(from)
 		c.forget(p)
-		for _, q := range c.staleLinks(linkKey(ev.Dir), p) {
+		for _, q := range c.staleLinks(ev.Dir, p) {
 			cbs = append(cbs, inval{q, InvalAttr}) // its ctime
 		}
 		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
