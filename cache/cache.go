@@ -116,7 +116,8 @@ type Stats struct {
 	SiblingStreams int64 // sibling streams started
 	SiblingFiles   int64 // files they brought and cached
 	SiblingBytes   int64 // the bytes of those files
-	SiblingLive    int   // sibling streams in flight
+	SiblingLive    int   // sibling streams in flight (tree streams' findgets too)
+	TreeStreams    int64 // tree streams started (their findgets count in SiblingStreams)
 
 	Prefetches      int64 // subtree prefetches started
 	Prefetched      int64 // entries they brought
@@ -982,7 +983,11 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 			if data, ok := c.cachedData(p, e.d); ok {
 				c.stats.Hits++
 				c.sibTouch(parent(p))
+				resume := c.treeTouch(p)
 				c.mu.Unlock()
+				if resume != nil {
+					resume()
+				}
 				return itemsFrom(ctx, dataItems(data, off, count))
 			}
 			if c.disk != nil {
@@ -1000,12 +1005,19 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	}
 	var sibs func()
 	if e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache {
+		resume := c.treeTouch(p)
 		if w := c.sibWait(p, e.d); w != nil {
 			// A sibling stream brings it: wait, then ask again.
 			c.mu.Unlock()
+			if resume != nil {
+				resume()
+			}
 			return c.afterWait(ctx, w, p, off, count)
 		}
 		sibs = c.sibStart(p, e.d)
+		if resume != nil {
+			sibs = resume // sibStart starts nothing under a tree stream
+		}
 	}
 	c.stats.Misses++
 	s, ep, at := c.seq, c.epoch, time.Now()

@@ -84,6 +84,7 @@ type sibStream struct {
 type siblings struct {
 	streams map[string]*sibStream // by directory: the latest stream
 	live    int
+	trees   []*treeStream  // see treestream.go
 	off     bool           // the remote cannot findget: never try again
 	wg      sync.WaitGroup // the streams' goroutines, for Close
 
@@ -109,6 +110,9 @@ func (c *Cache) sibTouch(dir string) {
 // will deliver the file p (entry d), whose data is not cached; nil when
 // none will. The caller retries once it is closed.
 func (c *Cache) sibWait(p string, d zx.Dir) <-chan struct{} {
+	if t := c.treeFor(p, time.Now()); t != nil && c.sibFile(d) && t.pending(p) {
+		return t.wake
+	}
 	dir, name := parent(p), path.Base(p)
 	s := c.sib.streams[dir]
 	if s == nil || p == "/" {
@@ -144,6 +148,9 @@ func (c *Cache) sibStart(p string, d zx.Dir) func() {
 	}
 	dir, name := parent(p), path.Base(p)
 	now := time.Now()
+	if c.treeFor(p, now) != nil {
+		return nil // a tree stream brings it, or will once resumed (treeTouch)
+	}
 	budget := c.sibFirst()
 	if s := c.sib.streams[dir]; s != nil {
 		if !s.done || (s.all || name <= s.hi) && now.Sub(s.ended) < sibForget {
@@ -203,6 +210,15 @@ func (c *Cache) sibStartDir(dir string) func() {
 		return nil
 	}
 	now := time.Now()
+	if c.treeFor(dir, now) != nil {
+		return nil // a tree stream brings its files
+	}
+	if c.pendingOverlap(dir) {
+		return nil
+	}
+	if issue := c.treeStart(f, dir); issue != nil {
+		return issue
+	}
 	ps := c.sib.streams[parent(dir)]
 	if ps == nil || now.Sub(ps.used) > sibForget {
 		return nil

@@ -298,8 +298,9 @@ func TestSiblingsCancel(t *testing.T) {
 
 // TestSiblingsWithListing: once the files of a directory are being read,
 // the listing of a subdirectory also streams its files, so reading them
-// costs nothing more; a walk that only lists (ls -R) after reading one
-// file starts streams at most two levels down.
+// costs nothing more; moving into a subdirectory after reading files
+// streams the enclosing subtree (a tree stream); listing with no file
+// read streams nothing.
 func TestSiblingsWithListing(t *testing.T) {
 	ctx := t.Context()
 	fs := memfs.New()
@@ -330,19 +331,25 @@ func TestSiblingsWithListing(t *testing.T) {
 			e.read(t, fmt.Sprintf("/d/s/t/f%d", i), content("/d/s/t", 1000))
 		}
 	})
-	if got != 2 {
-		t.Errorf("listing /d/s and /d/s/t and reading the 10 files of /d/s/t: %d round trips, want 2 (the listing of /d/s; the stream of /d/s/t, with its listing or, when a prefetch listed it, alone)", got)
+	if got != 1 {
+		t.Errorf("listing /d/s and /d/s/t and reading the 10 files of /d/s/t: %d round trips, want 1 (the tree stream of /d from /d/s on, started by the first listing of /d/s, which the prefetch of /d brought)", got)
 	}
 	e.idle(t)
 	st := e.c.Stats()
-	// Now only list: /d/s/t/u is streamed (its parent's files were
-	// read), /d/s/t/u/v too (one level of guessing), nothing below.
+	if st.TreeStreams != 1 {
+		t.Errorf("%d tree streams, want 1", st.TreeStreams)
+	}
+	// Listing on below starts no stream: the tree stream brought their
+	// files (all within its first window).
 	e.list(t, "/d/s/t/u")
 	e.list(t, "/d/s/t/u/v")
 	e.list(t, "/d/s/t/u/v/w")
 	e.idle(t)
-	if n := e.c.Stats().SiblingStreams - st.SiblingStreams; n != 2 {
-		t.Errorf("listing three directories below one being read: %d streams, want 2", n)
+	if n := e.c.Stats().SiblingStreams - st.SiblingStreams; n != 0 {
+		t.Errorf("listing three directories below one being read: %d streams, want 0", n)
+	}
+	if got := e.count(func() { e.read(t, "/d/s/t/u/v/w/f9", content("/d/s/t/u/v/w", 1000)) }); got != 0 {
+		t.Errorf("reading a file the tree stream brought: %d round trips", got)
 	}
 	// Listing with no file read starts nothing.
 	e2 := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
@@ -428,5 +435,69 @@ func TestSiblingsCoherenceDisk(t *testing.T) {
 	e.read(t, last, fresh)
 	if st := e.c.Stats(); st.SiblingFiles != n-2 {
 		t.Errorf("%d files installed from the stream, want %d (not the changed one)", st.SiblingFiles, n-2)
+	}
+}
+
+// TestTreeStreamCoherence: a file changed on the server while a tree
+// stream brings the subtree is read fresh (the notice wins over the
+// stream's copy); the others come from the stream.
+func TestTreeStreamCoherence(t *testing.T) {
+	ctx := t.Context()
+	fs := memfs.New()
+	dirs := []string{"/t", "/t/a", "/t/a/b", "/t/a/c", "/t/a/c/d"}
+	for _, d := range dirs {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%d", d, i), nil, content(d, 3000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	const changed = "/t/a/c/f5"
+	release := e.holdStream(t, changed)
+	// A walk: two files of /t/a read, then into /t/a/b.
+	e.list(t, "/t/a")
+	e.read(t, "/t/a/f0", content("/t/a", 3000))
+	e.read(t, "/t/a/f1", content("/t/a", 3000))
+	ev := e.c.Stats().Events
+	got := e.count(func() {
+		e.list(t, "/t/a/b")
+		for i := range 10 {
+			e.read(t, fmt.Sprintf("/t/a/b/f%d", i), content("/t/a/b", 3000))
+		}
+	})
+	if st := e.c.Stats(); st.TreeStreams != 1 {
+		t.Fatalf("%d tree streams, want 1", st.TreeStreams)
+	}
+	if got > 1 {
+		t.Errorf("listing /t/a/b and reading its files: %d round trips, want at most 1 (the tree stream)", got)
+	}
+	fresh := []byte("changed while the tree stream was bringing it")
+	if _, err := zx.WriteFile(ctx, fs, changed, nil, fresh); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.c.Stats().Events > ev })
+	release()
+	walk := []string{"/t/a/c", "/t/a/c/d"}
+	for _, d := range walk {
+		e.list(t, d)
+		for i := range 10 {
+			p := fmt.Sprintf("%s/f%d", d, i)
+			if p == changed {
+				e.read(t, p, fresh)
+				continue
+			}
+			e.read(t, p, content(d, 3000))
+		}
+	}
+	e.idle(t)
+	e.read(t, changed, fresh)
+	// /t/a's own files after f0 came with its sibling stream (or the
+	// tree stream); all of b, c and d but the changed file with the tree.
+	if st := e.c.Stats(); st.SiblingFiles != 9+30-1 {
+		t.Errorf("%d files installed from the streams, want %d (not the changed one)", st.SiblingFiles, 9+30-1)
 	}
 }

@@ -1,0 +1,135 @@
+package mount_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/memfs"
+)
+
+// grepTree makes /t with top directories a0..a(top-1), each holding
+// files f00..f19 and subdirectories g0..g2, whose g0 and g1 hold a
+// subdirectory h0; every directory has 20 files (f00..f19, size bytes
+// each, every seventh with "needle"), so top directories make 6×top
+// directories and 120×top files. It returns the files' total size.
+func grepTree(t *testing.T, fs *memfs.FS, top, size int) (dirs []string, total int64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range top {
+		a := fmt.Sprintf("/t/a%d", i)
+		dirs = append(dirs, a, a+"/g0", a+"/g0/h0", a+"/g1", a+"/g1/h0", a+"/g2")
+	}
+	if _, err := zx.Mkdir(ctx, fs, "/t", 0755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			line := fmt.Sprintf("file %d of %s\n", i, d)
+			body := strings.Repeat(line, size/len(line)+1)[:size-len("needle\n")]
+			if i%7 == 3 {
+				body += "needle\n"
+			} else {
+				body += "haystk\n"
+			}
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%02d", d, i), nil, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+			total += int64(len(body))
+		}
+	}
+	return dirs, total
+}
+
+// TestTreeStreamGrep runs grep -r over a cold tree of 30 directories of
+// 20 small files (in three levels) through a mount over 20 ms: once grep
+// has read files of a directory and moved into a subdirectory, the
+// files of the subtree are streamed in grep's order, one findget at a
+// time, so the walk costs a few round trips in all, not one or two per
+// directory.
+func TestTreeStreamGrep(t *testing.T) {
+	fs := memfs.New()
+	dirs, total := grepTree(t, fs, 5, 2000)
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond})
+	// The mount's prefetch of the tree (its entries) is done first: the
+	// count is grep's alone.
+	waitFor(t, "the mount's prefetch", func() bool {
+		st := e.c.Stats()
+		return st.Prefetched >= int64(len(dirs)*21)
+	})
+	before := e.conn.Stats().RoundTrips
+	out := run(t, e.p("t"), nil, "grep", "-r", "-c", "needle", ".")
+	got := e.conn.Stats().RoundTrips - before
+	st := e.c.Stats()
+	t.Logf("grep -r of %d directories, %d files, %d bytes: %d round trips; %d tree streams, %d findgets, %d files streamed",
+		len(dirs), 20*len(dirs), total, got, st.TreeStreams, st.SiblingStreams, st.SiblingFiles)
+	// grep's statfs; the first file (with the stream of its
+	// directory's files); the tree stream of a0's subtree when grep
+	// moves into a0/g0; the tree stream of /t when it moves on to a1;
+	// that is 4. The stream of /t (1 MB from a1 on) fits in its first
+	// window (1 MiB ahead of grep), so no resumption is needed; one is
+	// allowed. Without the tree streams: one or two per directory (30
+	// or more).
+	if got > 5 {
+		t.Errorf("grep -r of 30 cold directories: %d round trips, want at most 5", got)
+	}
+	if n, all := strings.Count(out, ":1\n"), strings.Count(out, "\n"); n != 3*len(dirs) || all != 20*len(dirs) {
+		t.Errorf("grep found the needles in %d files of %d... want 3 in each of %d directories, %d files:\n%s", n, all, len(dirs), 20*len(dirs), out)
+	}
+	if st.TreeStreams < 1 || st.TreeStreams > 3 {
+		t.Errorf("%d tree streams, want 1 to 3", st.TreeStreams)
+	}
+	// Every file but the first came with a stream, once.
+	if st.SiblingFiles != int64(20*len(dirs)-1) {
+		t.Errorf("%d files streamed, want %d", st.SiblingFiles, 20*len(dirs)-1)
+	}
+	waitFor(t, "the streams to end", func() bool { return e.c.Stats().SiblingLive == 0 })
+
+	// Warm: nothing to ask.
+	before = e.conn.Stats().RoundTrips
+	run(t, e.p("t"), nil, "grep", "-r", "-c", "needle", ".")
+	if got := e.conn.Stats().RoundTrips - before; got > 1 {
+		t.Errorf("warm grep -r: %d round trips, want at most 1 (statfs)", got)
+	}
+}
+
+// TestTreeStreamStops: a reader that walks part of a tree and stops
+// leaves the tree stream at most a window ahead of where it stopped; no
+// more bytes come after.
+func TestTreeStreamStops(t *testing.T) {
+	fs := memfs.New()
+	_, total := grepTree(t, fs, 10, 4000) // 60 directories, 2.4 MB
+	const window = 256 << 10              // SiblingBytes/8 < SiblingFile: the window is SiblingFile
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond,
+		copts: cache.Options{SiblingBytes: 1 << 20, SiblingFile: window}})
+	waitFor(t, "the mount's prefetch", func() bool { return e.c.Stats().Prefetched >= 60*21 })
+	// grep walks a0 and a1 (12 directories, 240 files) and stops.
+	in := e.conn.Stats().BytesIn
+	run(t, e.p("t"), nil, "grep", "-r", "-c", "needle", "a0", "a1")
+	read := int64(240 * 4000)
+	waitFor(t, "the streams to stop", func() bool { return e.c.Stats().SiblingLive == 0 })
+	st := e.c.Stats()
+	// The window grows while used, up to SiblingBytes (1 MiB).
+	if st.SiblingBytes > read+1<<20+window {
+		t.Errorf("streamed %d bytes for a reader that read %d of %d: more than a window (1 MiB) and a file ahead", st.SiblingBytes, read, total)
+	}
+	// The link goes quiet (what the server sent before the cut's
+	// cancel reached it still arrives): nothing more streams.
+	var bytes int64
+	waitFor(t, "the link to be quiet", func() bool {
+		bytes = e.conn.Stats().BytesIn
+		time.Sleep(100 * time.Millisecond)
+		return e.conn.Stats().BytesIn-bytes < 1024
+	})
+	t.Logf("read %d bytes of %d; %d streamed, %d received in all", read, total, st.SiblingBytes, bytes-in)
+	if got := bytes - in; got > read+1<<20+2*window+64<<10 {
+		t.Errorf("received %d bytes for a reader that read %d: more than a window and the link's in flight ahead", got, read)
+	}
+}
