@@ -1006,13 +1006,13 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 	var sibs func()
 	if e != nil && e.d.Type() == zx.TypeFile && e.d.Size() <= c.opts.MaxFileCache {
 		resume := c.treeTouch(p)
-		if w := c.sibWait(p, e.d); w != nil {
+		if w, tree := c.sibWait(ctx, p, e.d); w != nil {
 			// A sibling stream brings it: wait, then ask again.
 			c.mu.Unlock()
 			if resume != nil {
 				resume()
 			}
-			return c.afterWait(ctx, w, p, off, count)
+			return c.afterWait(ctx, w, tree, p, off, count)
 		}
 		sibs = c.sibStart(p, e.d)
 		if resume != nil {

@@ -109,10 +109,15 @@ func (c *Cache) sibTouch(dir string) {
 // sibWait returns a channel to wait on when an in-flight sibling stream
 // will deliver the file p (entry d), whose data is not cached; nil when
 // none will. The caller retries once it is closed.
-func (c *Cache) sibWait(p string, d zx.Dir) <-chan struct{} {
-	if t := c.treeFor(p, time.Now()); t != nil && c.sibFile(d) && t.pending(p) {
-		return t.wake
+func (c *Cache) sibWait(ctx context.Context, p string, d zx.Dir) (w <-chan struct{}, tree bool) {
+	if t := c.treeFor(p, time.Now()); t != nil && c.sibFile(d) && t.pending(p) && treeWaitOK(ctx) {
+		return t.wake, true
 	}
+	return c.sibWaitDir(p, d), false
+}
+
+// sibWaitDir is sibWait for the sibling stream of p's directory.
+func (c *Cache) sibWaitDir(p string, d zx.Dir) <-chan struct{} {
 	dir, name := parent(p), path.Base(p)
 	s := c.sib.streams[dir]
 	if s == nil || p == "/" {
@@ -506,13 +511,33 @@ func (c *Cache) sibInstall(s *sibStream, d zx.Dir, data []byte) {
 	c.stats.SiblingBytes += int64(len(data))
 }
 
-// afterWait waits for w (a sibling stream's progress), then gets p again.
-func (c *Cache) afterWait(ctx context.Context, w <-chan struct{}, p string, off, count int64) <-chan zx.Item {
+// afterWait waits for w (a sibling stream's progress; with tree, a tree
+// stream's), then gets p again. The first wait starts the bound on waits
+// for tree streams (treeWait).
+func (c *Cache) afterWait(ctx context.Context, w <-chan struct{}, tree bool, p string, off, count int64) <-chan zx.Item {
 	out := make(chan zx.Item, 1)
+	if ctx.Value(treeWaitKey{}) == nil {
+		tw := &treeWait{over: make(chan struct{})}
+		if b := c.prefetchWait(); b > 0 {
+			tw.timer = time.AfterFunc(b, func() { close(tw.over) })
+		}
+		ctx = context.WithValue(ctx, treeWaitKey{}, tw)
+	}
+	tw := ctx.Value(treeWaitKey{}).(*treeWait)
+	var over <-chan struct{}
+	if tree {
+		over = tw.over
+	}
 	go func() {
 		defer close(out)
+		if tw.timer != nil {
+			defer tw.timer.Stop()
+		}
 		select {
 		case <-w:
+		case <-over:
+			// Waited long enough for a tree stream: Get asks the
+			// remote now (treeWaitOK).
 		case <-ctx.Done():
 			out <- zx.Item{Err: zx.Errorf("get", p, ctx.Err())} // buffered: never blocks
 			return

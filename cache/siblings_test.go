@@ -501,3 +501,39 @@ func TestTreeStreamCoherence(t *testing.T) {
 		t.Errorf("%d files installed from the streams, want %d (not the changed one)", st.SiblingFiles, 9+30-1)
 	}
 }
+
+// TestTreeStreamWaitBound: a Get of a file a slow tree stream would
+// bring only much later (another program reads far ahead of the walk)
+// waits for it no longer than PrefetchWait, then asks the server: one
+// round trip, the right contents.
+func TestTreeStreamWaitBound(t *testing.T) {
+	ctx := t.Context()
+	fs := memfs.New()
+	const size = 32 << 10
+	for _, d := range []string{"/t", "/t/a", "/t/a/b", "/t/a/c"} {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 60 {
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%02d", d, i), nil, content(d, size)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 4 MiB of files in /t/a/b and /t/a/c at 1 MiB/s: the stream needs
+	// seconds to reach the last.
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond, Rate: 1 << 20},
+		cache.Options{PrefetchWait: 50 * time.Millisecond, SiblingBytes: 64 << 20})
+	e.list(t, "/t/a")
+	e.read(t, "/t/a/f00", content("/t/a", size))
+	e.read(t, "/t/a/f01", content("/t/a", size))
+	e.list(t, "/t/a/b")
+	e.list(t, "/t/a/c")
+	if st := e.c.Stats(); st.TreeStreams != 1 || st.SiblingLive == 0 {
+		t.Fatalf("%d tree streams, %d streams live; want 1 tree stream, running", st.TreeStreams, st.SiblingLive)
+	}
+	got := e.count(func() { e.read(t, "/t/a/c/f59", content("/t/a/c", size)) })
+	if got != 1 {
+		t.Errorf("reading a file far ahead of a slow tree stream: %d round trips, want 1 (its own, after PrefetchWait)", got)
+	}
+}

@@ -358,3 +358,29 @@ func (c *Cache) treeInstall(t *treeStream, d zx.Dir, data []byte) {
 		t.bytes += int64(len(data))
 	}
 }
+
+// treeWait bounds the time a Get waits for a tree stream to bring its
+// file: a stream far from the file (another program reads elsewhere in
+// the subtree) or slow is not waited for beyond prefetchWait, as a
+// prefetch is not; the Get then asks the remote.
+type treeWait struct {
+	timer *time.Timer
+	over  chan struct{} // closed when the bound is reached
+}
+
+type treeWaitKey struct{}
+
+// treeWaitOK reports whether a Get with ctx may (still) wait for a tree
+// stream.
+func treeWaitOK(ctx context.Context) bool {
+	tw, _ := ctx.Value(treeWaitKey{}).(*treeWait)
+	if tw == nil {
+		return true
+	}
+	select {
+	case <-tw.over:
+		return false
+	default:
+		return true
+	}
+}
