@@ -1475,7 +1475,10 @@ func (t *teeReader) captured() ([]byte, bool) {
 func (c *Cache) applyReply(p string, r zx.Reply, at, issued time.Time) {
 	if r.Err != nil || r.Dir == nil || r.Dir.Path() != p {
 		c.drop(p)
-		if r.Err != nil && zx.KindOf(r.Err) == zx.ErrNotExist {
+		if k := zx.KindOf(r.Err); r.Err != nil && (k == zx.ErrNotExist || k == zx.ErrExist) {
+			// The parent's listing was wrong about p (or about
+			// the way to it): an exclusive create of a name it
+			// lacked found it taken.
 			c.unlist(parent(p))
 		}
 		return

@@ -34,6 +34,30 @@ func (c *Cache) Known(p string) (zx.Dir, bool) {
 	return nil, false
 }
 
+// KnownFree reports whether the cache knows that p does not exist from
+// a live watch, not merely because the coherency window has not run out:
+// without a watch, another client may have made p a moment ago, unseen.
+// The mount creates a file without waiting for the server only then:
+// an exclusive create answered at once would report success for a name
+// another client took, and a create without O_TRUNC must open, not
+// replace, a file that is there (see mount.Create).
+func (c *Cache) KnownFree(p string) bool {
+	p, err := zx.CleanPath(p)
+	if err != nil || p == "/" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.watching || c.pendingOverlap(p) {
+		return false
+	}
+	if e := c.ents[p]; e != nil {
+		return e.d == nil && e.watched && c.validEntry(e)
+	}
+	pe, ok := c.listed(parent(p))
+	return ok && pe.listWtch && !pe.kids[path.Base(p)]
+}
+
 // KnownEmpty reports whether the cache knows for certain that the
 // directory p is empty, or will be once the Removes in flight below it
 // are applied: its complete listing is valid, each name in it is being

@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/zxfs/zx"
+	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/ctl"
 )
 
@@ -606,8 +607,10 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(es), 0
 }
 
-// create makes the entry d (with a type) at name in n, exclusively.
-func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.EntryOut) (*fs.Inode, zx.Dir, syscall.Errno) {
+// create makes the entry d (with a type) at name in n, exclusively
+// (d has "Excl"), or, for a file with "size" 0, creating or truncating
+// it. With ahead, it may do so without waiting (see createAhead).
+func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, out *fuse.EntryOut) (*fs.Inode, zx.Dir, syscall.Errno) {
 	if e := n.m.ro(); e != 0 {
 		return nil, nil, e
 	}
@@ -621,11 +624,13 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	}
 	n.m.beforeChange()
 	mark := n.m.markFor(nil)
-	if nd, ok := n.createAhead(ctx, p, d); ok {
-		if nd.IsDir() {
-			n.linksChanged(+1)
+	if ahead {
+		if nd, ok := n.createAhead(ctx, p, d); ok {
+			if nd.IsDir() {
+				n.linksChanged(+1)
+			}
+			return n.newChild(ctx, nd, p, mark, out), nd, 0
 		}
-		return n.newChild(ctx, nd, p, mark, out), nd, 0
 	}
 	rctx, cancel := n.m.rctx(ctx)
 	defer cancel()
@@ -641,28 +646,89 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, out *fuse.Entr
 	return n.newChild(ctx, r.Dir, p, mark, out), r.Dir, 0
 }
 
-// Create implements fs.NodeCreater.
+// Create implements fs.NodeCreater. The kernel calls it for a name it
+// believes is free, which it may not be on the server (another client
+// made it, unseen without a watch): each flag combination must do what
+// open(2) says against the server's file, in one request that cannot
+// race another client's create.
+//
+//   - O_CREAT|O_EXCL: an exclusive create (Excl); EEXIST if it is there.
+//   - O_CREAT|O_TRUNC: a create with size 0, which truncates a file that
+//     is there.
+//   - O_CREAT alone: an exclusive create; if the file is there, it is
+//     opened as it is (never truncated: that lost other clients' files)
+//     with its attributes from the server, so that reads and O_APPEND
+//     writes see its contents. Only that case costs a second request.
+//
+// Creates are answered without waiting (createAhead) with O_TRUNC, and
+// with O_EXCL when a watch tells the cache the name is free (see
+// createAhead). O_CREAT alone always waits: the kernel must be given
+// the file that is there, if one is.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	d := zx.Dir{zx.AType: zx.TypeFile, zx.AMode: zx.FormatMode(mode & 07777), zx.ASize: "0"}
-	if flags&syscall.O_EXCL != 0 {
-		d[zx.AExcl] = "y"
+	d := zx.Dir{zx.AType: zx.TypeFile, zx.AMode: zx.FormatMode(mode & 07777)}
+	open := false
+	switch {
+	case flags&syscall.O_EXCL != 0:
+		d[zx.AExcl], d[zx.ASize] = "y", "0"
+	case flags&syscall.O_TRUNC != 0:
+		d[zx.ASize] = "0"
+	default:
+		d[zx.AExcl], open = "y", true
 	}
-	in, nd, e := n.create(ctx, name, d, out)
-	if e != 0 {
-		return nil, nil, 0, e
+	for try := 0; ; try++ {
+		in, nd, e := n.create(ctx, name, d.Clone(), !open, out)
+		if e == 0 {
+			cn := in.Operations().(*node)
+			h := cn.newHandle(nd, flags, false)
+			h.s.rewrite, h.s.content = true, []byte{}
+			cn.mu.Lock()
+			cn.kept = version(nd)
+			cn.mu.Unlock()
+			return in, h, 0, 0
+		}
+		if e != syscall.EEXIST || !open {
+			return nil, nil, 0, e
+		}
+		in, h, e := n.openExisting(ctx, name, flags, out)
+		if e != syscall.ENOENT || try == 2 {
+			return in, h, 0, e
+		}
+		// Removed since: create it again.
 	}
+}
+
+// openExisting opens the file at name in n, which an open(O_CREAT)
+// found there, as Open would: with its entry from the server.
+func (n *node) openExisting(ctx context.Context, name string, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, syscall.Errno) {
+	p := join(n.path(), name)
+	mark := n.m.markFor(nil)
+	d, err := n.m.stat(ctx, p)
+	if err != nil {
+		return nil, nil, errno(err)
+	}
+	switch d.Type() {
+	case zx.TypeDir:
+		return nil, nil, syscall.EISDIR
+	case zx.TypeFile:
+	default:
+		// A link, fifo or device the kernel did not know: it must
+		// look it up again and open what is there itself.
+		n.m.correct(p, cache.InvalEntry)
+		return nil, nil, syscall.EEXIST
+	}
+	in := n.newChild(ctx, d, p, mark, out)
 	cn := in.Operations().(*node)
-	h := cn.newHandle(nd, flags, false)
-	h.s.rewrite, h.s.content = true, []byte{}
+	cn.setDir(d) // an inode the kernel knew keeps its node
+	h := cn.newHandle(d, flags, false)
 	cn.mu.Lock()
-	cn.kept = version(nd)
+	cn.kept = version(d)
 	cn.mu.Unlock()
-	return in, h, 0, 0
+	return in, h, 0
 }
 
 // Mkdir implements fs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeDir, zx.AMode: zx.FormatMode(mode & 07777), zx.AExcl: "y"}, out)
+	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeDir, zx.AMode: zx.FormatMode(mode & 07777), zx.AExcl: "y"}, true, out)
 	return in, e
 }
 
@@ -685,13 +751,13 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	default:
 		return nil, syscall.EINVAL
 	}
-	in, _, e := n.create(ctx, name, d, out)
+	in, _, e := n.create(ctx, name, d, true, out)
 	return in, e
 }
 
 // Symlink implements fs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeLink, zx.ATarget: target, zx.AExcl: "y"}, out)
+	in, _, e := n.create(ctx, name, zx.Dir{zx.AType: zx.TypeLink, zx.ATarget: target, zx.AExcl: "y"}, true, out)
 	return in, e
 }
 

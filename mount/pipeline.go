@@ -29,6 +29,7 @@ type knower interface {
 	Known(p string) (zx.Dir, bool)
 	KnownEmpty(p string) bool
 	KnownDir(p string) (zx.Dir, bool)
+	KnownFree(p string) bool
 }
 
 // known returns what the tree's cache knows of p without asking: the
@@ -51,6 +52,12 @@ func (m *FS) knownDir(p string) (zx.Dir, bool) {
 		return nil, false
 	}
 	return k.KnownDir(p)
+}
+
+// knownFree reports whether a live watch tells the cache p is free.
+func (m *FS) knownFree(p string) bool {
+	k, ok := m.t.(knower)
+	return ok && !m.opts.NoPipeline && k.KnownFree(p)
 }
 
 func (m *FS) knownEmpty(p string) bool {
@@ -283,21 +290,35 @@ func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Err
 // createAhead creates the entry d (with a type) at p, in n, without
 // waiting, if the cache knows the name is free. It returns the entry the
 // new file will have, as far as the mount can tell.
+//
+// An exclusive create (Excl: open O_EXCL, mkdir, mknod) is made so only
+// if a live watch tells the cache: within the coherency window, the
+// name may have been taken by another client unseen, and the create
+// answered at once would report success where open(2) says EEXIST (see
+// cache.KnownFree). A create-or-truncate of a file (O_TRUNC, "size" 0)
+// does what open(2) says whether the file is there or not, so the
+// coherency window is enough for it.
 func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool) {
 	m := n.m
 	if d.Type() == zx.TypeLink || d[zx.ARdev] != "" || len(p) > zx.MaxPath {
 		return nil, false // the server says what is wrong
 	}
 	dir, name := splitPath(p)
-	cur, ok := m.known(p)
+	var free bool
+	if d[zx.AExcl] != "" || d.Type() != zx.TypeFile || d[zx.ASize] != "0" {
+		free = m.knownFree(p)
+	} else {
+		cur, ok := m.known(p)
+		free = ok && cur == nil
+	}
 	pd, pok := m.knownDir(dir)
-	if !ok {
+	if !free {
 		// In a directory being created without waiting?
-		if fd, free := m.freshFree(dir, name); free {
-			cur, ok, pd, pok = nil, true, fd, true
+		if fd, ffree := m.freshFree(dir, name); ffree {
+			free, pd, pok = true, fd, true
 		}
 	}
-	if !ok || cur != nil || !pok || !m.mayChange(ctx, pd, nil) {
+	if !free || !pok || !m.mayChange(ctx, pd, nil) {
 		return nil, false
 	}
 	c := ctx.(*fuse.Context)
