@@ -28,6 +28,7 @@ package cache
 import (
 	"context"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ const minTreeReads = 2
 type treeStream struct {
 	root   string
 	after  string // the current findget brings files after this path
+	upto   string // and up to this one, when planned from the listings ("": to the end)
 	window int64  // bytes it may bring ahead of the reader
 	s, ep  uint64 // c.seq and c.epoch when the current findget was issued
 	at     time.Time
@@ -82,7 +84,7 @@ func (t *treeStream) covers(p string, now time.Time) bool {
 
 // pending reports whether t's findget in flight will still bring p.
 func (t *treeStream) pending(p string) bool {
-	if !t.run || walkCmp(p, t.after) <= 0 {
+	if !t.run || walkCmp(p, t.after) <= 0 || t.upto != "" && walkCmp(p, t.upto) > 0 {
 		return false
 	}
 	if t.last == "" {
@@ -234,7 +236,12 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 	t.run, t.cancel = true, cancel
 	c.sib.live++
 	c.stats.SiblingStreams++
-	pr := treePred(c.opts.SiblingFile, t.root, from)
+	upto, ok := c.treeUpto(t.root, from, t.window)
+	if !ok {
+		upto = "" // bounded on this side
+	}
+	t.upto = upto
+	pr := treePred(c.opts.SiblingFile, t.root, from, upto)
 	gen := t.gen
 	c.sib.wg.Add(1)
 	return func() {
@@ -244,25 +251,108 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 }
 
 // treePred is the predicate of a tree stream: the regular files of at
-// most max bytes below root that come after from in walk order. For each
-// level between root and from, the entries of that level before from's
-// ancestor (or from) are pruned: their subtrees are not read.
-func treePred(maxSize int64, root, from string) string {
-	var before []string
+// most max bytes below root that come after from in walk order (and, if
+// upto is not "", not after upto). For each level between root and from,
+// the entries of that level before from's ancestor (or from) are pruned:
+// their subtrees are not read; so are, for each level between root and
+// upto, the entries after upto's ancestor (or upto).
+func treePred(maxSize int64, root, from, upto string) string {
+	var out []string
 	for q := from; q != root && q != "/"; q = parent(q) {
 		dir := parent(q)
 		lo, op := dir+"/", ">="
 		if dir == "/" {
 			lo, op = "/", ">"
 		}
-		before = append(before, "path"+op+quotePred(lo)+" & path<"+quotePred(q))
+		out = append(out, "path"+op+quotePred(lo)+" & path<"+quotePred(q))
+	}
+	if upto != "" {
+		depth := strings.Count(strings.TrimPrefix(upto, root), "/")
+		if root == "/" {
+			depth++
+		}
+		for q := upto; q != root && q != "/"; q = parent(q) {
+			// The children of dir after q: at q's depth, under dir
+			// (dir's descendants are the paths in (dir/, dir0)).
+			dir := parent(q)
+			t := "depth=" + strconv.Itoa(depth) + " & name>" + quotePred(path.Base(q))
+			if dir != "/" {
+				t += " & path>" + quotePred(dir+"/") + " & path<" + quotePred(dir+"0")
+			}
+			out = append(out, t)
+			depth--
+		}
 	}
 	files := "type=- & size>0 & size<=" + strconv.FormatInt(maxSize, 10) + " & path!=" + quotePred(from)
-	if len(before) == 0 {
+	if len(out) == 0 {
 		return files
 	}
-	x := "(" + strings.Join(before, " | ") + ")"
+	x := "(" + strings.Join(out, " | ") + ")"
 	return x + " & prune | !" + x + " & " + files
+}
+
+// maxTreePlan bounds the cached entries treeUpto looks at (under c.mu).
+const maxTreePlan = 20000
+
+// treeUpto plans a tree stream from the cached listings: the last small
+// file after from, in walk order under root, such that the small files
+// from there to it fit in budget; "" if all to the end of the subtree
+// fit. ok is false when a listing or entry in the way is not cached (or
+// the plan would look at too many): the stream is then cut on this side.
+// Like a sibling stream's plan, it lets the server stop at the bound, so
+// that no data in flight is wasted by a cancel. c.mu is held.
+func (c *Cache) treeUpto(root, from string, budget int64) (upto string, ok bool) {
+	var total int64
+	seen := 0
+	// walk reports whether the plan is done (full, or failed: !ok).
+	var walk func(dir string) bool
+	walk = func(dir string) bool {
+		le, listed := c.listed(dir)
+		if !listed {
+			ok = false
+			return true
+		}
+		names := make([]string, 0, len(le.kids))
+		for k := range le.kids {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			p := join(dir, k)
+			if walkCmp(p, from) < 0 && !zx.HasPrefix(from, p) {
+				continue
+			}
+			if seen++; seen > maxTreePlan {
+				ok = false
+				return true
+			}
+			e := c.ents[p]
+			if !c.validEntry(e) {
+				ok = false
+				return true
+			}
+			switch {
+			case e.d == nil:
+			case e.d.IsDir():
+				if walk(p) {
+					return true
+				}
+			case p != from && c.sibFile(e.d) && walkCmp(p, from) > 0:
+				if total+e.d.Size() > budget {
+					ok = ok && upto != ""
+					return true
+				}
+				total += e.d.Size()
+				upto = p
+			}
+		}
+		return false
+	}
+	ok = true
+	if !walk(root) {
+		return "", ok // all fit
+	}
+	return upto, ok
 }
 
 // runTree consumes findget number gen of t, installing each file as it
@@ -301,7 +391,7 @@ func (c *Cache) runTree(ctx context.Context, cancel context.CancelFunc, t *treeS
 			if t.gen == gen && t.run && it.Dir.Type() == zx.TypeFile {
 				d = it.Dir.Clone()
 				t.last, t.open = d.Path(), true
-				if t.bytes > t.window {
+				if t.upto == "" && t.bytes > t.window || t.bytes > 2*t.window {
 					// A window ahead of the reader: stop here
 					// (resumed after the last file that ended).
 					t.last, t.open = t.ended, false
@@ -325,7 +415,10 @@ func (c *Cache) runTree(ctx context.Context, cancel context.CancelFunc, t *treeS
 		complete = false
 	}
 	if t.gen == gen && t.run {
-		t.all = complete
+		t.all = complete && t.upto == ""
+		if complete && t.upto != "" {
+			t.ended = t.upto // resumed after the planned end
+		}
 		if t.open {
 			t.last = t.ended // cut off: resumed after the last file that ended
 		}
