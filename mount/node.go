@@ -618,10 +618,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 		return nil, nil, syscall.ENAMETOOLONG
 	}
 	p := join(n.path(), name)
-	if c, ok := ctx.(*fuse.Context); ok && c.Caller.Owner.Uid != 0 && d[zx.AUid] == "" {
-		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
-		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
-	}
+	n.callerOwns(ctx, d)
 	n.m.beforeChange()
 	mark := n.m.markFor(nil)
 	if ahead {
@@ -646,19 +643,26 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 	return n.newChild(ctx, r.Dir, p, mark, out), r.Dir, 0
 }
 
+// callerOwns makes a caller other than root the owner of the entry d
+// to be created, unless d names one.
+func (n *node) callerOwns(ctx context.Context, d zx.Dir) {
+	if c, ok := ctx.(*fuse.Context); ok && c.Caller.Owner.Uid != 0 && d[zx.AUid] == "" {
+		d.SetInt(zx.AUid, int64(n.m.opts.IDMap.ServerUID(c.Caller.Owner.Uid)))
+		d.SetInt(zx.AGid, int64(n.m.opts.IDMap.ServerGID(c.Caller.Owner.Gid)))
+	}
+}
+
 // Create implements fs.NodeCreater. The kernel calls it for a name it
 // believes is free, which it may not be on the server (another client
 // made it, unseen without a watch): each flag combination must do what
-// open(2) says against the server's file, in one request that cannot
+// open(2) says against the server's file, in one round trip that cannot
 // race another client's create.
 //
 //   - O_CREAT|O_EXCL: an exclusive create (Excl); EEXIST if it is there.
 //   - O_CREAT|O_TRUNC: a create with size 0, which truncates a file that
 //     is there.
-//   - O_CREAT alone: an exclusive create; if the file is there, it is
-//     opened as it is (never truncated: that lost other clients' files)
-//     with its attributes from the server, so that reads and O_APPEND
-//     writes see its contents. Only that case costs a second request.
+//   - O_CREAT alone: see createOrOpen. Never truncated: that lost other
+//     clients' files.
 //
 // Creates are answered without waiting (createAhead) with O_TRUNC, and
 // with O_EXCL when a watch tells the cache the name is free (see
@@ -666,64 +670,95 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 // the file that is there, if one is.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	d := zx.Dir{zx.AType: zx.TypeFile, zx.AMode: zx.FormatMode(mode & 07777)}
-	open := false
-	switch {
-	case flags&syscall.O_EXCL != 0:
-		d[zx.AExcl], d[zx.ASize] = "y", "0"
-	case flags&syscall.O_TRUNC != 0:
-		d[zx.ASize] = "0"
-	default:
-		d[zx.AExcl], open = "y", true
+	if flags&(syscall.O_EXCL|syscall.O_TRUNC) == 0 {
+		in, h, e := n.createOrOpen(ctx, name, d, flags, out)
+		return in, h, 0, e
 	}
-	for try := 0; ; try++ {
-		in, nd, e := n.create(ctx, name, d.Clone(), !open, out)
-		if e == 0 {
-			cn := in.Operations().(*node)
-			h := cn.newHandle(nd, flags, false)
-			h.s.rewrite, h.s.content = true, []byte{}
-			cn.mu.Lock()
-			cn.kept = version(nd)
-			cn.mu.Unlock()
-			return in, h, 0, 0
-		}
-		if e != syscall.EEXIST || !open {
-			return nil, nil, 0, e
-		}
-		in, h, e := n.openExisting(ctx, name, flags, out)
-		if e != syscall.ENOENT || try == 2 {
-			return in, h, 0, e
-		}
-		// Removed since: create it again.
+	d[zx.ASize] = "0"
+	if flags&syscall.O_EXCL != 0 {
+		d[zx.AExcl] = "y"
 	}
+	in, nd, e := n.create(ctx, name, d, true, out)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	return in, n.createdHandle(in, nd, flags), 0, 0
 }
 
-// openExisting opens the file at name in n, which an open(O_CREAT)
-// found there, as Open would: with its entry from the server.
-func (n *node) openExisting(ctx context.Context, name string, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, syscall.Errno) {
-	p := join(n.path(), name)
-	mark := n.m.markFor(nil)
-	d, err := n.m.stat(ctx, p)
-	if err != nil {
-		return nil, nil, errno(err)
-	}
-	switch d.Type() {
-	case zx.TypeDir:
-		return nil, nil, syscall.EISDIR
-	case zx.TypeFile:
-	default:
-		// A link, fifo or device the kernel did not know: it must
-		// look it up again and open what is there itself.
-		n.m.correct(p, cache.InvalEntry)
-		return nil, nil, syscall.EEXIST
-	}
-	in := n.newChild(ctx, d, p, mark, out)
+// createdHandle returns a handle on the file in, just created (empty)
+// with entry nd.
+func (n *node) createdHandle(in *fs.Inode, nd zx.Dir, flags uint32) *handle {
 	cn := in.Operations().(*node)
-	cn.setDir(d) // an inode the kernel knew keeps its node
-	h := cn.newHandle(d, flags, false)
+	h := cn.newHandle(nd, flags, false)
+	h.s.rewrite, h.s.content = true, []byte{}
 	cn.mu.Lock()
-	cn.kept = version(d)
+	cn.kept = version(nd)
 	cn.mu.Unlock()
-	return in, h, 0
+	return h
+}
+
+// createOrOpen is open(O_CREAT) without O_EXCL or O_TRUNC: an exclusive
+// create of the file d at name in n, with a stat of it sent right behind
+// it, in the same round trip. The server applies them in order, so if
+// the create fails with EEXIST, the stat's entry is the file that was
+// there: it is opened as it is, as Open would, and the kernel gets its
+// attributes (size included), so that reads and O_APPEND writes see its
+// contents and other writes land in place. If it was removed between the
+// two, the create is tried again.
+func (n *node) createOrOpen(ctx context.Context, name string, d zx.Dir, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, syscall.Errno) {
+	if e := n.m.ro(); e != 0 {
+		return nil, nil, e
+	}
+	if len(name) > zx.MaxName {
+		return nil, nil, syscall.ENAMETOOLONG
+	}
+	m := n.m
+	p := join(n.path(), name)
+	n.callerOwns(ctx, d)
+	d[zx.AExcl] = "y"
+	m.beforeChange()
+	for try := 0; ; try++ {
+		mark := m.markFor(nil)
+		rctx, cancel := m.rctx(ctx)
+		rc := m.t.Put(rctx, p, d, 0, nil)
+		sc := m.t.Stat(rctx, p)
+		r, sr := <-rc, <-sc
+		cancel()
+		m.wrote(r.Err)
+		if r.Err == nil {
+			m.freshNote(p, false)
+			in := n.newChild(ctx, r.Dir, p, mark, out)
+			return in, n.createdHandle(in, r.Dir, flags), 0
+		}
+		if zx.KindOf(r.Err) != zx.ErrExist {
+			return nil, nil, errno(r.Err)
+		}
+		if sr.Err != nil {
+			if zx.KindOf(sr.Err) == zx.ErrNotExist && try < 2 {
+				continue // removed since: create it again
+			}
+			return nil, nil, errno(sr.Err)
+		}
+		sd := sr.Dir
+		switch sd.Type() {
+		case zx.TypeDir:
+			return nil, nil, syscall.EISDIR
+		case zx.TypeFile:
+		default:
+			// A link, fifo or device the kernel did not know: it must
+			// look it up again and open what is there itself.
+			m.correct(p, cache.InvalEntry)
+			return nil, nil, syscall.EEXIST
+		}
+		in := n.newChild(ctx, sd, p, mark, out)
+		cn := in.Operations().(*node)
+		cn.setDir(sd) // an inode the kernel knew keeps its node
+		h := cn.newHandle(sd, flags, false)
+		cn.mu.Lock()
+		cn.kept = version(sd)
+		cn.mu.Unlock()
+		return in, h, 0
+	}
 }
 
 // Mkdir implements fs.NodeMkdirer.

@@ -54,9 +54,14 @@ func TestCreateExisting(t *testing.T) {
 				}
 			}
 
-			// O_CREAT alone: opened as it is, with its size.
+			// O_CREAT alone: opened as it is, with its size, in one
+			// round trip (the create and a stat behind it).
+			rt := e.conn.Stats().RoundTrips
 			f, err := os.OpenFile(e.p("keep"), os.O_CREATE|os.O_RDWR, 0o600)
 			must(t, err)
+			if n := e.conn.Stats().RoundTrips - rt; n != 1 {
+				t.Errorf("O_CREAT of an existing file took %d round trips, want 1", n)
+			}
 			fi, err := f.Stat()
 			must(t, err)
 			b, err := io.ReadAll(f)
