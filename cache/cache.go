@@ -86,11 +86,12 @@ type Options struct {
 
 	// SiblingBytes bounds the bytes one sibling stream brings: when a
 	// file's data misses, the directory's other small files are streamed
-	// ahead with one findget (see siblings.go). Default 8 MiB; negative:
-	// no sibling streams.
+	// ahead with one findget (see siblings.go); and the window of a tree
+	// stream, which streams a subtree a reader walks (treestream.go).
+	// Default 8 MiB; negative: no sibling or tree streams.
 	SiblingBytes int64
 
-	// SiblingFile is the largest file a sibling stream brings. Default
+	// SiblingFile is the largest file a sibling or tree stream brings. Default
 	// 256 KiB (at most MaxFileCache).
 	SiblingFile int64
 

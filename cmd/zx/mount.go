@@ -33,7 +33,9 @@ func mountCommand() command {
 			"directory also streams the metadata of its subtree (up to --prefetch entries), so " +
 			"walking it (find, ls -R) costs no round trip per directory; reading a file also streams " +
 			"the directory's other small files (up to --siblings bytes at a time), so reading them " +
-			"(grep -r, diff -r) costs no round trip per file. With --cache-dir, file data " +
+			"(grep -r, diff -r) costs no round trip per file, and once a program walks a subtree " +
+			"(reads files, then moves into a subdirectory) the subtree's small files are streamed " +
+			"in its order, --siblings bytes ahead. With --cache-dir, file data " +
 			"is also kept on disk across mounts (revalidated with one find when mounting). " +
 			"By default close() returns once the server has the data (close-to-open); with " +
 			"--writeback it returns at once, the data journaled on local disk and sent in the " +
