@@ -623,6 +623,7 @@ func (c *Cache) unlist(p string) {
 
 func (c *Cache) dropAll() {
 	c.stopPrefetches()
+	c.stopTrees()
 	clear(c.ents)
 	c.entIdx.clear()
 	clear(c.links)
@@ -997,7 +998,11 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 				if data, ok := c.diskData(p, d); ok {
 					c.mu.Lock()
 					c.stats.Hits++
+					resume := c.treeTouch(p)
 					c.mu.Unlock()
+					if resume != nil {
+						resume()
+					}
 					return itemsFrom(ctx, dataItems(data, off, count))
 				}
 				c.mu.Lock()

@@ -40,6 +40,11 @@ import (
 // in step); starting another replaces the least recently read one.
 const maxTrees = 2
 
+// treeFileCost is what a file counts in a window beside its data (its
+// entry, its place in the reader's queue), so that a subtree of tiny
+// files is not streamed by the hundred thousand.
+const treeFileCost = 256
+
 // minTreeReads is the number of files read in a directory (through its
 // sibling streams) that shows a walk when the reader then moves into a
 // subdirectory: one file read (cat, an editor) does not.
@@ -201,6 +206,15 @@ func (c *Cache) treeStart(f zx.Finder, dir string) func() {
 	return c.treeIssue(t, dir)
 }
 
+// stopTrees cancels every tree stream (the cache is dropped: a walk
+// that goes on starts another). c.mu is held.
+func (c *Cache) stopTrees() {
+	for _, t := range c.sib.trees {
+		c.treeStop(t)
+	}
+	c.sib.trees = nil
+}
+
 // treeStop cancels t for good. c.mu is held.
 func (c *Cache) treeStop(t *treeStream) {
 	if t.dead {
@@ -338,11 +352,11 @@ func (c *Cache) treeUpto(root, from string, budget int64) (upto string, ok bool)
 					return true
 				}
 			case p != from && c.sibFile(e.d) && walkCmp(p, from) > 0:
-				if total+e.d.Size() > budget {
+				if total+e.d.Size()+treeFileCost > budget {
 					ok = ok && upto != ""
 					return true
 				}
-				total += e.d.Size()
+				total += e.d.Size() + treeFileCost
 				upto = p
 			}
 		}
@@ -447,8 +461,8 @@ func (c *Cache) treeInstall(t *treeStream, d zx.Dir, data []byte) {
 	c.stats.SiblingFiles++
 	c.stats.SiblingBytes += int64(len(data))
 	if t.pos == "" || walkCmp(p, t.pos) > 0 {
-		t.ahead = append(t.ahead, treeFile{p, int64(len(data))})
-		t.bytes += int64(len(data))
+		t.ahead = append(t.ahead, treeFile{p, int64(len(data)) + treeFileCost})
+		t.bytes += int64(len(data)) + treeFileCost
 	}
 }
 
