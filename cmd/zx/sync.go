@@ -54,11 +54,19 @@ func runSync(args []string) int {
 // errMountGone: the mount's process died; there is nothing to wait for.
 var errMountGone = errors.New("the mount's process is gone; data it had not sent is replayed at the next mount")
 
+// mountGone reports whether err says that a FUSE mount's connection is
+// over: ENOTCONN once its process died, ECONNABORTED for a request the
+// kernel aborted as it died (or when the connection was aborted through
+// /sys/fs/fuse/connections).
+func mountGone(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
 // syncMount fsyncs the mount point dir, giving up after timeout (0: no
 // limit of our own).
 func syncMount(dir string, timeout time.Duration) error {
 	f, err := os.Open(dir)
-	if errors.Is(err, syscall.ENOTCONN) {
+	if mountGone(err) {
 		return errMountGone
 	}
 	if err != nil {
@@ -81,7 +89,7 @@ func syncMount(dir string, timeout time.Duration) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, syscall.ENOTCONN):
+	case mountGone(err):
 		return errMountGone
 	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.ETIMEDOUT):
 		return fmt.Errorf("%s: written data could not all be sent to the server (%v); it stays in the mount's journal and is sent when the server is back, or at the next mount", dir, err)
