@@ -156,6 +156,11 @@ func (c *Cache) sibStart(p string, d zx.Dir) func() {
 	if c.treeFor(p, now) != nil {
 		return nil // a tree stream brings it, or will once resumed (treeTouch)
 	}
+	if !c.pendingOverlap(dir) {
+		if issue := c.treeStartAt(f, dir, p); issue != nil {
+			return issue // the reader walks: the subtree from p on
+		}
+	}
 	budget := c.sibFirst()
 	if s := c.sib.streams[dir]; s != nil {
 		if !s.done || (s.all || name <= s.hi) && now.Sub(s.ended) < sibForget {

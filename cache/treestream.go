@@ -148,6 +148,13 @@ func (c *Cache) treeTouch(p string) func() {
 // ancestor of dir whose files were being read, or dir's parent; the
 // stream starts at dir. The result is used as sibStart's. c.mu is held.
 func (c *Cache) treeStart(f zx.Finder, dir string) func() {
+	return c.treeStartAt(f, dir, dir)
+}
+
+// treeStartAt is treeStart for a stream that starts after from, dir or
+// a file in it: the data miss of a file of dir whose listing was read
+// before (by ls -R, say) escalates too. c.mu is held.
+func (c *Cache) treeStartAt(f zx.Finder, dir, from string) func() {
 	if dir == "/" {
 		return nil
 	}
@@ -203,7 +210,7 @@ func (c *Cache) treeStart(f zx.Finder, dir string) func() {
 	t := &treeStream{root: root, window: c.sibFirst(), used: now, wake: make(chan struct{})}
 	c.sib.trees = append(c.sib.trees, t)
 	c.stats.TreeStreams++
-	return c.treeIssue(t, dir)
+	return c.treeIssue(t, from)
 }
 
 // stopTrees cancels every tree stream (the cache is dropped: a walk
