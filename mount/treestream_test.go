@@ -146,3 +146,25 @@ func TestTreeStreamStops(t *testing.T) {
 		t.Errorf("received %d bytes for a reader that read %d: more than a window (1 MiB) ahead", got, read)
 	}
 }
+
+// TestTreeStreamTar: tar -c of a cold tree through the mount reads it
+// in walk order too: a few round trips, and the archive holds every
+// file.
+func TestTreeStreamTar(t *testing.T) {
+	fs := memfs.New()
+	dirs, total := grepTree(t, fs, 5, 2000)
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond})
+	waitFor(t, "the mount's prefetch", func() bool { return e.c.Stats().Prefetched >= int64(len(dirs)*21) })
+	before := e.conn.Stats().RoundTrips
+	out := run(t, e.p("t"), nil, "/bin/sh", "-c", "tar -cf - . | tar -tvf - | grep -c '^-'")
+	got := e.conn.Stats().RoundTrips - before
+	st := e.c.Stats()
+	t.Logf("tar -c of %d directories, %d files, %d bytes: %d round trips; %d tree streams", len(dirs), 20*len(dirs), total, got, st.TreeStreams)
+	if strings.TrimSpace(out) != fmt.Sprint(20*len(dirs)) {
+		t.Errorf("the archive lists %s files, want %d", out, 20*len(dirs))
+	}
+	// As for grep -r (TestTreeStreamGrep), less grep's statfs.
+	if got > 5 {
+		t.Errorf("tar -c of 30 cold directories: %d round trips, want at most 5", got)
+	}
+}
