@@ -624,6 +624,7 @@ func (c *Cache) unlist(p string) {
 func (c *Cache) dropAll() {
 	c.stopPrefetches()
 	c.stopTrees()
+	c.stopSiblings()
 	clear(c.ents)
 	c.entIdx.clear()
 	clear(c.links)

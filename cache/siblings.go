@@ -395,6 +395,15 @@ func (c *Cache) sibEnd(s *sibStream, complete bool) {
 	close(s.wake)
 }
 
+// stopSiblings cancels the sibling streams in flight, when everything
+// cached is dropped: what they bring was read before the drop, and must
+// not be installed after it. c.mu is held.
+func (c *Cache) stopSiblings() {
+	for _, s := range c.sib.streams {
+		c.sibEnd(s, false)
+	}
+}
+
 // sibPred is the predicate of a sibling stream: the regular files of the
 // directory itself (no directory below it is read) of at most max bytes,
 // with names in (from, to].

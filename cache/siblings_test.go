@@ -248,6 +248,23 @@ func TestSiblingsCoherence(t *testing.T) {
 	}
 }
 
+// TestSiblingsFlush: a flush drops everything cached, and a sibling stream
+// issued before it installs nothing after it.
+func TestSiblingsFlush(t *testing.T) {
+	const n, size = 10, 1 << 10
+	fs := sibTree(t, n, size)
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, cache.Options{})
+	release := e.holdStream(t, "/d/f05")
+	e.list(t, "/d")
+	e.read(t, "/d/f00", content("f00", size))
+	e.c.Flush()
+	release()
+	e.idle(t)
+	if n := e.count(func() { e.read(t, "/d/f07", content("f07", size)) }); n < 1 {
+		t.Fatalf("reading a file after the flush took %d round trips: a stream issued before the flush installed it", n)
+	}
+}
+
 // TestSiblingsCancel: reading from more directories than may stream at
 // once cancels the streams of those left behind; closing the cache ends
 // the rest; nothing is left running.
