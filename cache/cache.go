@@ -91,9 +91,15 @@ type Options struct {
 	// Default 8 MiB; negative: no sibling or tree streams.
 	SiblingBytes int64
 
-	// SiblingFile is the largest file a sibling or tree stream brings. Default
+	// SiblingFile is the largest file a sibling stream brings. Default
 	// 256 KiB (at most MaxFileCache).
 	SiblingFile int64
+
+	// TreeFile is the largest file a tree stream brings: a reader
+	// walking a subtree reads its big files too, in the same order.
+	// Default 4 MiB; never more than MaxFileCache, a quarter of MemBytes
+	// or the largest stream window, never less than SiblingFile.
+	TreeFile int64
 
 	// Journal, if set, is the directory of the write-back journal: the
 	// cache then has a WriteBack queue (see WriteBack), and records an
@@ -250,6 +256,10 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		opts.SiblingFile = defaultSiblingFile
 	}
 	opts.SiblingFile = min(opts.SiblingFile, max(opts.MaxFileCache, 0))
+	if opts.TreeFile <= 0 {
+		opts.TreeFile = defaultTreeFile
+	}
+	opts.TreeFile = max(opts.SiblingFile, min(opts.TreeFile, opts.MaxFileCache, opts.MemBytes/4, opts.SiblingBytes))
 	if opts.WatchTimeout <= 0 {
 		opts.WatchTimeout = 10 * time.Second
 	}

@@ -110,7 +110,7 @@ func (c *Cache) sibTouch(dir string) {
 // will deliver the file p (entry d), whose data is not cached; nil when
 // none will. The caller retries once it is closed.
 func (c *Cache) sibWait(ctx context.Context, p string, d zx.Dir) (w <-chan struct{}, tree bool) {
-	if t := c.treeFor(p, time.Now()); t != nil && c.sibFile(d) && t.pending(p) && treeWaitOK(ctx) {
+	if t := c.treeFor(p, time.Now()); t != nil && c.treeFile(d) && t.pending(p) && treeWaitOK(ctx) {
 		return t.wake, true
 	}
 	return c.sibWaitDir(p, d), false

@@ -36,6 +36,11 @@ import (
 	"github.com/zxfs/zx"
 )
 
+// defaultTreeFile is Options.TreeFile's default: big enough for most
+// of the files a source tree holds above SiblingFile (Go's has 72 between
+// 256 KiB and 4 MiB), small enough that one is a modest part of a window.
+const defaultTreeFile = 4 << 20
+
 // maxTrees bounds the tree streams remembered (diff -r walks two trees
 // in step); starting another replaces the least recently read one.
 const maxTrees = 2
@@ -50,7 +55,7 @@ const treeFileCost = 256
 // subdirectory: one file read (cat, an editor) does not.
 const minTreeReads = 2
 
-// treeStream streams the small regular files of the subtree at root in
+// treeStream streams the regular files (up to Options.TreeFile) of the subtree at root in
 // walk order, after a position.
 type treeStream struct {
 	root   string
@@ -207,7 +212,7 @@ func (c *Cache) treeStartAt(f zx.Finder, dir, from string) func() {
 		c.treeStop(c.sib.trees[old])
 		c.sib.trees = append(c.sib.trees[:old], c.sib.trees[old+1:]...)
 	}
-	t := &treeStream{root: root, window: c.sibFirst(), used: now, wake: make(chan struct{})}
+	t := &treeStream{root: root, window: c.treeFirst(), used: now, wake: make(chan struct{})}
 	c.sib.trees = append(c.sib.trees, t)
 	c.stats.TreeStreams++
 	return c.treeIssue(t, from)
@@ -262,7 +267,7 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 		upto = "" // bounded on this side
 	}
 	t.upto = upto
-	pr := treePred(c.opts.SiblingFile, t.root, from, upto)
+	pr := treePred(c.opts.TreeFile, t.root, from, upto)
 	gen := t.gen
 	c.sib.wg.Add(1)
 	return func() {
@@ -358,9 +363,10 @@ func (c *Cache) treeUpto(root, from string, budget int64) (upto string, ok bool)
 				if walk(p) {
 					return true
 				}
-			case p != from && c.sibFile(e.d) && walkCmp(p, from) > 0:
-				if total+e.d.Size()+treeFileCost > budget {
-					ok = ok && upto != ""
+			case p != from && c.treeFile(e.d) && walkCmp(p, from) > 0:
+				if upto != "" && total+e.d.Size()+treeFileCost > budget {
+					// (A window brings at least one file: one
+					// bigger than it, up to TreeFile, comes alone.)
 					return true
 				}
 				total += e.d.Size() + treeFileCost
@@ -471,6 +477,21 @@ func (c *Cache) treeInstall(t *treeStream, d zx.Dir, data []byte) {
 		t.ahead = append(t.ahead, treeFile{p, int64(len(data)) + treeFileCost})
 		t.bytes += int64(len(data)) + treeFileCost
 	}
+}
+
+// treeFirst is the window of a tree stream's first findget: as a
+// sibling stream's (sibFirst), room for one file of the biggest it
+// brings (Options.TreeFile), so that a big file early in the walk does
+// not cost a resumption of its own.
+func (c *Cache) treeFirst() int64 {
+	return min(c.sibMax(), max(c.opts.SiblingBytes/8, c.opts.TreeFile))
+}
+
+// treeFile reports whether d is a file a tree stream would bring: a
+// regular file of at most Options.TreeFile bytes (bigger than a sibling
+// stream's, since a walk reads every file in order).
+func (c *Cache) treeFile(d zx.Dir) bool {
+	return d != nil && d.Type() == zx.TypeFile && d.Size() > 0 && d.Size() <= c.opts.TreeFile
 }
 
 // treeWait bounds the time a Get waits for a tree stream to bring its

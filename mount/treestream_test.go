@@ -2,6 +2,7 @@ package mount_test
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
 	"strings"
 	"testing"
@@ -167,4 +168,104 @@ func TestTreeStreamTar(t *testing.T) {
 	if got > 5 {
 		t.Errorf("tar -c of 30 cold directories: %d round trips, want at most 5", got)
 	}
+}
+
+// TestTreeStreamBig: grep -r of a cold tree holding files too big for a
+// sibling stream (256 KiB to 4 MiB, Options.TreeFile): the tree streams
+// bring them in walk order as well, so they cost no round trip of their
+// own (each cost one before), and grep reads them whole and right.
+func TestTreeStreamBig(t *testing.T) {
+	fs := memfs.New()
+	dirs, _ := grepTree(t, fs, 5, 2000)
+	// Big files inside the subtrees the tree streams cover (a0's files
+	// come with its sibling stream, before any tree stream starts):
+	// each has one needle line at its end.
+	big := map[string]int{
+		"/t/a0/g0/f05x":    300 << 10,
+		"/t/a0/g1/h0/f19x": 1 << 20,
+		"/t/a1/f00x":       3 << 20,
+		"/t/a1/g2/f10x":    700 << 10,
+		"/t/a2/g0/h0/f03x": 4 << 20,
+		"/t/a3/f11x":       2 << 20,
+		"/t/a4/g1/f00x":    400 << 10,
+	}
+	sums := map[string]string{}
+	ctx := context.Background()
+	for p, size := range big {
+		line := fmt.Sprintf("a big line of %s\n", p)
+		body := strings.Repeat(line, size/len(line)+1)[:size-len("needle\n")] + "needle\n"
+		if _, err := zx.WriteFile(ctx, fs, p, nil, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		sums[strings.TrimPrefix(p, "/t/")] = fmt.Sprintf("%x", md5.Sum([]byte(body)))
+	}
+	// The same tree without the big files, for comparison.
+	small := memfs.New()
+	grepTree(t, small, 5, 2000)
+	e0 := mnt(t, setup{addr: serve(t, small), rtt: 20 * time.Millisecond})
+	waitFor(t, "the mount's prefetch", func() bool { return e0.c.Stats().Prefetched >= int64(len(dirs)*21) })
+	before, miss0 := e0.conn.Stats().RoundTrips, e0.c.Stats().Misses
+	run(t, e0.p("t"), nil, "grep", "-r", "-c", "needle", ".")
+	want, miss0 := e0.conn.Stats().RoundTrips-before, e0.c.Stats().Misses-miss0
+	finds0 := e0.c.Stats().SiblingStreams
+
+	e := mnt(t, setup{addr: serve(t, fs), rtt: 20 * time.Millisecond})
+	waitFor(t, "the mount's prefetch", func() bool {
+		return e.c.Stats().Prefetched >= int64(len(dirs)*21+len(big))
+	})
+	before, miss := e.conn.Stats().RoundTrips, e.c.Stats().Misses
+	out := run(t, e.p("t"), nil, "grep", "-r", "-c", "needle", ".")
+	got := e.conn.Stats().RoundTrips - before
+	st := e.c.Stats()
+	miss = st.Misses - miss
+	// No big file is a miss of its own (each was one before): the
+	// reads that asked the server are those of the tree without them.
+	if miss != miss0 {
+		t.Errorf("grep -r: %d reads missed the cache, %d without the big files: want the same", miss, miss0)
+	}
+	t.Logf("grep -r of %d directories, %d small and %d big files: %d round trips (%d without the big files, %d findgets); %d tree streams, %d findgets, %d files streamed (%d bytes)",
+		len(dirs), 20*len(dirs), len(big), got, want, finds0, st.TreeStreams, st.SiblingStreams, st.SiblingFiles, st.SiblingBytes)
+	// As many round trips as without the big files, but for the
+	// findgets their bytes add (10 MB more: one resumption of the
+	// stream, issued on a hit, which the count includes), and within
+	// TestTreeStreamGrep's bound. Without TreeFile: one more per big
+	// file.
+	if extra := st.SiblingStreams - finds0; got > want+max(extra, 0) || got > 5 {
+		t.Errorf("grep -r of 30 cold directories with %d big files: %d round trips, want at most %d (%d without them, %d findgets more), and at most 5", len(big), got, want+max(extra, 0), want, extra)
+	}
+	for p := range big {
+		if !strings.Contains(out, "./"+strings.TrimPrefix(p, "/t/")+":1\n") {
+			t.Errorf("grep -r did not find the needle of %s:\n%s", p, out)
+		}
+	}
+	if n, all := strings.Count(out, ":1\n"), strings.Count(out, "\n"); n != 3*len(dirs)+len(big) || all != 20*len(dirs)+len(big) {
+		t.Errorf("grep found needles in %d files of %d, want %d of %d", n, all, 3*len(dirs)+len(big), 20*len(dirs)+len(big))
+	}
+	// Every big file came with a tree stream, whole.
+	if st.SiblingBytes < int64(20*len(dirs)*2000-3*2000)+int64(sumSizes(big)) {
+		t.Errorf("streamed %d bytes, want the big files' %d and the small ones'", st.SiblingBytes, sumSizes(big))
+	}
+	waitFor(t, "the streams to end", func() bool { return e.c.Stats().SiblingLive == 0 })
+	// What the cache holds is the files' contents: read warm.
+	before = e.conn.Stats().RoundTrips
+	var args []string
+	for p := range sums {
+		args = append(args, p)
+	}
+	out = run(t, e.p("t"), nil, "md5sum", args...)
+	if got := e.conn.Stats().RoundTrips - before; got != 0 {
+		t.Errorf("md5sum of the big files after grep -r: %d round trips, want 0", got)
+	}
+	for p, sum := range sums {
+		if !strings.Contains(out, sum+"  "+p+"\n") {
+			t.Errorf("md5sum of %s: want %s in\n%s", p, sum, out)
+		}
+	}
+}
+
+func sumSizes(m map[string]int) (n int) {
+	for _, s := range m {
+		n += s
+	}
+	return n
 }
