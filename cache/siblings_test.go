@@ -558,3 +558,58 @@ func TestTreeStreamWaitBound(t *testing.T) {
 		t.Errorf("reading a file far ahead of a slow tree stream: %d round trips, want 1 (its own, after PrefetchWait; 0: it waited for the stream)", got)
 	}
 }
+
+// TestTreeStreamTreeFile: a tree stream brings the files of its walk up
+// to Options.TreeFile (bigger than a sibling stream's), and leaves a
+// bigger one to its own read; TreeFile is never more than the cache may
+// hold (MaxFileCache here).
+func TestTreeStreamTreeFile(t *testing.T) {
+	for _, opts := range []cache.Options{{TreeFile: 512 << 10}, {MaxFileCache: 512 << 10}} {
+		t.Run(fmt.Sprintf("TreeFile=%d,MaxFileCache=%d", opts.TreeFile, opts.MaxFileCache), func(t *testing.T) {
+			testTreeFile(t, opts)
+		})
+	}
+}
+
+func testTreeFile(t *testing.T, opts cache.Options) {
+	ctx := t.Context()
+	fs := memfs.New()
+	for _, d := range []string{"/t", "/t/a", "/t/a/b"} {
+		if _, err := zx.Mkdir(ctx, fs, d, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if _, err := zx.WriteFile(ctx, fs, fmt.Sprintf("%s/f%d", d, i), nil, content(d, 3000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const in, out = "/t/a/b/f3x", "/t/a/b/f6x" // 400 KiB: streamed; 700 KiB: over TreeFile
+	for p, size := range map[string]int{in: 400 << 10, out: 700 << 10} {
+		if _, err := zx.WriteFile(ctx, fs, p, nil, content(p, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newSibEnv(t, fs, wan.Config{RTT: 20 * time.Millisecond}, opts)
+	e.list(t, "/t/a")
+	e.read(t, "/t/a/f0", content("/t/a", 3000))
+	e.read(t, "/t/a/f1", content("/t/a", 3000))
+	e.list(t, "/t/a/b") // a walk: the tree stream of /t/a starts
+	for i := range 10 {
+		p := fmt.Sprintf("/t/a/b/f%d", i)
+		e.read(t, p, content("/t/a/b", 3000))
+		switch i {
+		case 3:
+			if got := e.count(func() { e.read(t, in, content(in, 400<<10)) }); got != 0 {
+				t.Errorf("reading %s (400 KiB, under TreeFile) in the walk: %d round trips, want 0 (the tree stream brought it)", in, got)
+			}
+		case 6:
+			if got := e.count(func() { e.read(t, out, content(out, 700<<10)) }); got != 1 {
+				t.Errorf("reading %s (700 KiB, over the bound) in the walk: %d round trips, want 1 (its own)", out, got)
+			}
+		}
+	}
+	if st := e.c.Stats(); st.TreeStreams != 1 {
+		t.Errorf("%d tree streams, want 1", st.TreeStreams)
+	}
+}
