@@ -158,7 +158,7 @@ func Main(args []string) int {
 		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
 			strings.Join(FUSEWorkloads, ",")+" or the groups grep,rm,tar,file")
 		nosshfs  = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
-		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, median of 11 runs; findget MB/s, best of 3) against a zx serve process, print them and write nothing")
+		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, median of 11 runs, with the CPU per entry of server and client and the floor of a bare walk of the tree on this machine; findget MB/s, best of 3) against a zx serve process, print them and write nothing")
 		quiet    = fs.Bool("q", false, "no progress messages on stderr")
 		fuse     = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
 		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
@@ -332,8 +332,13 @@ Flags:
 		switch {
 		case cfg.LoopbackOnly:
 			lb := rep.Loopback
-			fmt.Printf("server: %s\nfind: %s entries/s (median %.0f, best %.0f)\nfindget (%s): %s MB/s (best %.0f)\n",
-				lb.Server, joinf(lb.FindEntriesPerSec, "%.0f"), median(lb.FindEntriesPerSec), maxf(lb.FindEntriesPerSec),
+			fmt.Printf("server: %s\nfind: %s entries/s (median %.0f, best %.0f)\n",
+				lb.Server, joinf(lb.FindEntriesPerSec, "%.0f"), median(lb.FindEntriesPerSec), maxf(lb.FindEntriesPerSec))
+			if lb.ServerCPUPerEntry > 0 {
+				fmt.Printf("find CPU per entry: server %.2f µs, client %.2f µs\n", us(lb.ServerCPUPerEntry), us(lb.ClientCPUPerEntry))
+			}
+			fmt.Printf("bare walk (the floor): %s entries/s (median %.0f)\nfindget (%s): %s MB/s (best %.0f)\n",
+				joinf(lb.WalkEntriesPerSec, "%.0f"), median(lb.WalkEntriesPerSec),
 				lb.FindGetMethod, joinf(lb.FindGetMBPerSec, "%.0f"), maxf(lb.FindGetMBPerSec))
 		case cfg.OutDir == "":
 			os.Stdout.WriteString(rep.Markdown())

@@ -159,8 +159,9 @@ func (e *env) zxServer(dir string) (string, bool, error) {
 }
 
 // serveChild starts cmd (`zx serve`) on a free loopback port, exporting
-// dir read-only, and returns its address and a function that stops it.
-func serveChild(ctx context.Context, cmd []string, dir string) (addr string, stop func(), err error) {
+// dir read-only, and returns its address, its process id and a function
+// that stops it.
+func serveChild(ctx context.Context, cmd []string, dir string) (addr string, pid int, stop func(), err error) {
 	args := append(slices.Clone(cmd[1:]), "--listen", "127.0.0.1:0", "--ro", dir)
 	c := exec.Command(cmd[0], args...)
 	c.Env = os.Environ()
@@ -168,10 +169,10 @@ func serveChild(ctx context.Context, cmd []string, dir string) (addr string, sto
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := c.StderrPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	if err := c.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting %s: %w", strings.Join(cmd, " "), err)
+		return "", 0, nil, fmt.Errorf("starting %s: %w", strings.Join(cmd, " "), err)
 	}
 	stop = func() {
 		c.Process.Signal(syscall.SIGTERM)
@@ -203,16 +204,44 @@ func serveChild(ctx context.Context, cmd []string, dir string) (addr string, sto
 	select {
 	case a, ok := <-found:
 		if ok {
-			return a, stop, nil
+			return a, c.Process.Pid, stop, nil
 		}
 		// It ended without listening; said holds what it said.
 		stop()
-		return "", nil, fmt.Errorf("%s: %s", strings.Join(cmd, " "), strings.TrimSpace(said.String()))
+		return "", 0, nil, fmt.Errorf("%s: %s", strings.Join(cmd, " "), strings.TrimSpace(said.String()))
 	case <-time.After(30 * time.Second):
 	case <-ctx.Done():
 	}
 	stop()
-	return "", nil, fmt.Errorf("%s did not say where it listens within 30 s", strings.Join(cmd, " "))
+	return "", 0, nil, fmt.Errorf("%s did not say where it listens within 30 s", strings.Join(cmd, " "))
+}
+
+// procCPU returns the CPU time (user + system, all threads) that process
+// pid has used so far, from /proc/PID/stat, whose counts are in the
+// kernel's USER_HZ ticks: 1/100 s on Linux.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// count fields after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// utime and stime are fields 14 and 15 of the whole line, 12 and 13
+	// after the name.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime or stime", pid)
+	}
+	return time.Duration(ut+st) * (time.Second / 100), nil
 }
 
 // checkTools fails with a clear message when what sshfs needs is missing.

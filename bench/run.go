@@ -97,6 +97,15 @@ type Loopback struct {
 	FindGetMBPerSec   []float64 `json:"findget_mb_per_sec"` // 1 MB = 10^6 bytes
 	FindGetMethod     string    `json:"findget_method"`
 	Server            string    `json:"server,omitempty"` // what served: "" in older files (a server in the benchmark's process)
+
+	// What the finds cost in CPU, per entry received: the server's (when
+	// it is a process of its own) and the benchmark process's (the
+	// client's). Zero in older files.
+	ServerCPUPerEntry time.Duration `json:"server_cpu_ns_per_entry,omitempty"`
+	ClientCPUPerEntry time.Duration `json:"client_cpu_ns_per_entry,omitempty"`
+	// The rate of a bare walk of the exported tree on this machine (see
+	// walkFloor): what no find can beat here. Absent in older files.
+	WalkEntriesPerSec []float64 `json:"walk_floor_entries_per_sec,omitempty"`
 }
 
 // Report is the outcome of a run.
@@ -145,28 +154,51 @@ const (
 	loopbackFindGetRuns = 3
 )
 
-// loopback measures the server's raw rates, without the emulator.
+// loopback measures the server's raw rates, without the emulator, and
+// the floor of the find rate on this machine.
 func (r *runner) loopback(ctx context.Context) error {
 	r.cfg.logf("loopback rates (no emulator)")
 	lb := &Loopback{Server: "a server in the benchmark's process"}
 	addr := r.zxAddr
+	pid := 0
 	if len(r.cfg.ServeCommand) > 0 {
-		a, stop, err := serveChild(ctx, r.cfg.ServeCommand, r.export)
+		a, p, stop, err := serveChild(ctx, r.cfg.ServeCommand, r.export)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		addr = a
+		addr, pid = a, p
 		lb.Server = "`" + filepath.Base(r.cfg.ServeCommand[0]) + " " + strings.Join(r.cfg.ServeCommand[1:], " ") + "`, a process of its own"
 	}
-	var err error
-	lb.FindEntriesPerSec, lb.FindGetMBPerSec, lb.FindGetMethod, err = zxLoopback(ctx, addr, loopbackFindRuns, loopbackFindGetRuns)
+	for range loopbackFindRuns {
+		n, took, err := walkFloor(ctx, filepath.Join(r.export, "tree"))
+		if err != nil {
+			return err
+		}
+		lb.WalkEntriesPerSec = append(lb.WalkEntriesPerSec, float64(n)/took.Seconds())
+	}
+	// CPU per entry is told apart only when the server is a process of
+	// its own.
+	self0, _ := cpuNow()
+	srv0, srvErr := procCPU(pid)
+	rates, entries, err := zxLoopbackFind(ctx, addr, loopbackFindRuns)
+	if err != nil {
+		return err
+	}
+	lb.FindEntriesPerSec = rates
+	self1, _ := cpuNow()
+	if srv1, err := procCPU(pid); pid != 0 && srvErr == nil && err == nil && entries > 0 {
+		lb.ClientCPUPerEntry = (self1 - self0) / time.Duration(entries)
+		lb.ServerCPUPerEntry = (srv1 - srv0) / time.Duration(entries)
+	}
+	lb.FindGetMBPerSec, lb.FindGetMethod, err = zxLoopbackFindGet(ctx, addr, loopbackFindGetRuns)
 	if err != nil {
 		return err
 	}
 	r.rep.Loopback = lb
-	r.cfg.logf("  find %.0f entries/s (median of %d), findget %.0f MB/s (best of %d)",
-		median(lb.FindEntriesPerSec), len(lb.FindEntriesPerSec), maxf(lb.FindGetMBPerSec), len(lb.FindGetMBPerSec))
+	r.cfg.logf("  find %.0f entries/s (median of %d; a bare walk %.0f), findget %.0f MB/s (best of %d)",
+		median(lb.FindEntriesPerSec), len(lb.FindEntriesPerSec), median(lb.WalkEntriesPerSec),
+		maxf(lb.FindGetMBPerSec), len(lb.FindGetMBPerSec))
 	return nil
 }
 

@@ -233,38 +233,46 @@ func zxRead(ctx context.Context, t *client.Tree, p string, want []byte) (int64, 
 	return off, method, err
 }
 
-// zxLoopback measures the server's raw rates without the emulator: find
-// entries/s over the whole tree (findRuns runs) and findget MB/s over its
-// regular files (findgetRuns runs), each over a fresh connection.
-func zxLoopback(ctx context.Context, addr string, findRuns, findgetRuns int) (find []float64, findget []float64, fgMethod string, err error) {
-	for range findRuns {
+// zxLoopbackFind measures the server's raw find rate without the
+// emulator: entries/s over the whole tree in each of runs runs, each over a
+// fresh connection, and the entries received in all.
+func zxLoopbackFind(ctx context.Context, addr string, runs int) (rates []float64, entries int64, err error) {
+	for range runs {
 		c, err := client.Dial(ctx, addr, client.Options{})
 		if err != nil {
-			return nil, nil, "", err
+			return nil, 0, err
 		}
 		t := c.Tree("")
 		if _, err := c.Ping(ctx); err != nil {
 			c.Close()
-			return nil, nil, "", err
+			return nil, 0, err
 		}
 		t0 := time.Now()
 		n, _, err := zxFind(ctx, t, "/tree", "")
 		el := time.Since(t0)
 		c.Close()
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("loopback find: %v", err)
+			return nil, 0, fmt.Errorf("loopback find: %v", err)
 		}
-		find = append(find, float64(n)/el.Seconds())
+		rates = append(rates, float64(n)/el.Seconds())
+		entries += n
 	}
-	for range findgetRuns {
+	return rates, entries, nil
+}
+
+// zxLoopbackFindGet measures the server's raw findget rate without the
+// emulator: MB/s of the tree's regular files in each of runs runs, each
+// over a fresh connection, and how they were read.
+func zxLoopbackFindGet(ctx context.Context, addr string, runs int) (findget []float64, fgMethod string, err error) {
+	for range runs {
 		c, err := client.Dial(ctx, addr, client.Options{})
 		if err != nil {
-			return nil, nil, "", err
+			return nil, "", err
 		}
 		t := c.Tree("")
 		if _, err := c.Ping(ctx); err != nil {
 			c.Close()
-			return nil, nil, "", err
+			return nil, "", err
 		}
 		s := &scanner{pat: []byte(missingBytes)}
 		fgMethod = "FindGet"
@@ -294,9 +302,9 @@ func zxLoopback(ctx context.Context, addr string, findRuns, findgetRuns int) (fi
 		el := time.Since(t0)
 		c.Close()
 		if fgErr != nil {
-			return nil, nil, "", fmt.Errorf("loopback findget: %v", fgErr)
+			return nil, "", fmt.Errorf("loopback findget: %v", fgErr)
 		}
 		findget = append(findget, float64(s.bytes)/1e6/el.Seconds())
 	}
-	return find, findget, fgMethod, nil
+	return findget, fgMethod, nil
 }
