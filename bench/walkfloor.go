@@ -81,7 +81,10 @@ func (w *floorWalk) worker() {
 		w.busy++
 		w.mu.Unlock()
 
-		subdirs, n, err := floorDir(p, buf, names[:0])
+		var subdirs []string
+		var n int64
+		var err error
+		subdirs, names, n, err = floorDir(p, buf, names[:0])
 		if err == nil {
 			err = w.ctx.Err()
 		}
@@ -99,11 +102,12 @@ func (w *floorWalk) worker() {
 }
 
 // floorDir lists directory p and stats each entry in it, returning the
-// paths of its subdirectories and the number of entries stat'ed.
-func floorDir(p string, buf []byte, names []string) (subdirs []string, n int64, err error) {
+// paths of its subdirectories, the names slice (appended to, for the
+// caller to reuse) and the number of entries stat'ed.
+func floorDir(p string, buf []byte, names []string) (subdirs, kept []string, n int64, err error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, 0, &walkError{p, err}
+		return nil, names, 0, &walkError{p, err}
 	}
 	defer unix.Close(fd)
 	for {
@@ -112,7 +116,7 @@ func floorDir(p string, buf []byte, names []string) (subdirs []string, n int64, 
 			continue
 		}
 		if err != nil {
-			return nil, 0, &walkError{p, err}
+			return nil, names, 0, &walkError{p, err}
 		}
 		if m <= 0 {
 			break
@@ -129,7 +133,7 @@ func floorDir(p string, buf []byte, names []string) (subdirs []string, n int64, 
 			subdirs = append(subdirs, p+"/"+name)
 		}
 	}
-	return subdirs, n, nil
+	return subdirs, names, n, nil
 }
 
 // us is d in microseconds.
