@@ -211,6 +211,10 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
 		UID:             uint32(os.Getuid()),
 		GID:             uint32(os.Getgid()),
+		// A mode with no permission bits is shown as it is: go-fuse
+		// would otherwise show 0644 (0755 for a directory), and a
+		// shared mount's kernel would let anyone read the file.
+		NullPermissions: true,
 	}
 	srv, err := fs.Mount(dir, m.root, fo)
 	if err != nil {

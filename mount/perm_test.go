@@ -80,3 +80,54 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("root's file in the sticky directory: %v", err)
 	}
 }
+
+// TestModeZero: a file or directory with no permission bits is shown
+// with none (go-fuse substitutes 0644 and 0755 unless told not to), so
+// on a shared mount another user may neither read it nor enter it, as on
+// a local disk.
+func TestModeZero(t *testing.T) {
+	canMount(t)
+	if os.Getuid() != 0 {
+		t.Skip("!!! SKIPPING: the test runs a helper as another user, which needs root !!!")
+	}
+	addr, disk := serveLFS(t)
+	e := mnt(t, setup{addr: addr, opts: mount.Options{AllowOther: true, DefaultPermissions: true}})
+	for d := e.dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0755))
+	}
+	// One made with mode 0 at create, one chmod'ed to 0 afterwards.
+	fd, err := syscall.Open(e.p("created0"), syscall.O_CREAT|syscall.O_WRONLY, 0)
+	must(t, err)
+	_, err = syscall.Write(fd, []byte("secret"))
+	must(t, err)
+	must(t, syscall.Close(fd))
+	must(t, os.WriteFile(e.p("chmod0"), []byte("secret"), 0644))
+	must(t, os.Chmod(e.p("chmod0"), 0))
+	must(t, os.Mkdir(e.p("dir0"), 0755))
+	must(t, os.WriteFile(e.p("dir0/f"), []byte("inside"), 0644))
+	must(t, os.Chmod(e.p("dir0"), 0))
+
+	for _, name := range []string{"created0", "chmod0", "dir0"} {
+		for _, p := range []string{e.p(name), filepath.Join(disk, name)} {
+			var st syscall.Stat_t
+			must(t, syscall.Lstat(p, &st))
+			if st.Mode&07777 != 0 {
+				t.Errorf("%s: mode %#o, want 0", p, st.Mode&07777)
+			}
+		}
+	}
+	q := func(name string) string { return "'" + e.p(name) + "'" }
+	for _, c := range []struct{ what, script string }{
+		{"read a file created with mode 0", "cat " + q("created0")},
+		{"read a file chmod'ed to 0", "cat " + q("chmod0")},
+		{"enter a directory of mode 0", "cd " + q("dir0") + " && cat f"},
+		{"list a directory of mode 0", "ls " + q("dir0")},
+		{"read through a directory of mode 0", "cat " + q("dir0/f")},
+	} {
+		if out, ok := asNobody(t, c.script); ok {
+			t.Errorf("%s: allowed (%s)", c.what, out)
+		} else if !strings.Contains(out, "denied") && !strings.Contains(out, "can't cd") {
+			t.Errorf("%s: %s, want permission denied", c.what, out)
+		}
+	}
+}
