@@ -396,6 +396,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Getattr implements fs.NodeGetattrer.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.unlinkedAttr(out) {
+		return 0
+	}
 	if n.pendingAttr(out) {
 		return 0
 	}
@@ -417,6 +420,28 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		out.SetTimeout(n.m.timeout())
 	}
 	return 0
+}
+
+// unlinkedAttr answers a getattr (fstat) of a file that has no name left
+// but is still open: from what the mount last knew of it, with no link
+// (st_nlink 0, as on a local disk) and the size the open handles see.
+// The server is not asked: its path may name another file by now.
+func (n *node) unlinkedAttr(out *fuse.AttrOut) bool {
+	if n == n.m.root || !n.unlinked() {
+		return false
+	}
+	d := n.dir()
+	if d == nil {
+		return false
+	}
+	n.m.fill(d, n.StableAttr().Ino, &out.Attr)
+	out.Nlink = 0
+	if sz, ok := n.wsSize(); ok {
+		out.Size = uint64(sz)
+		out.Blocks = (out.Size + 511) / 512
+	}
+	out.SetTimeout(0)
+	return true
 }
 
 // pendingAttr answers a getattr of a file whose written data is still on

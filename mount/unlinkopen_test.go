@@ -104,15 +104,27 @@ func TestUnlinkOpenLast(t *testing.T) {
 	writeAcross(t, f, want, func() { must(t, os.Remove(e.p("f"))) })
 	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(want)) {
 		t.Errorf("fstat after the unlink: %v %v, want size %d", fi, err, len(want))
+	} else if nl := fi.Sys().(*syscall.Stat_t).Nlink; nl != 0 {
+		t.Errorf("fstat after the unlink: st_nlink %d, want 0", nl)
+	}
+	// Another file under the old name is not this one.
+	must(t, os.WriteFile(e.p("f"), []byte("another"), 0o644))
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(want)) || fi.Sys().(*syscall.Stat_t).Nlink != 0 {
+		t.Errorf("fstat after another f was made: %v %v, want size %d and no link", fi, err, len(want))
 	}
 	must(t, f.Close())
+	must(t, e.m.Sync(context.Background()))
 	ents, err := os.ReadDir(disk)
 	must(t, err)
 	for _, d := range ents {
-		t.Errorf("the server has %s after the last name of an open file was unlinked", d.Name())
+		if d.Name() != "f" {
+			t.Errorf("the server has %s after the last name of an open file was unlinked", d.Name())
+		}
 	}
-	if _, err := os.Stat(e.p("f")); !os.IsNotExist(err) {
-		t.Errorf("f through the mount after close: %v", err)
+	for _, p := range []string{e.p("f"), filepath.Join(disk, "f")} {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "another" {
+			t.Errorf("%s after the unlinked file's close: %q %v, want the other file's contents", p, b, err)
+		}
 	}
 }
 
@@ -179,6 +191,8 @@ func TestUnlinkOpenScratch(t *testing.T) {
 		t.Errorf("fstat: %v %v, want size %d", fi, err, len(want))
 	}
 	must(t, f.Close())
+	// The create and the unlink may have been pipelined: wait for them.
+	must(t, e.m.Sync(context.Background()))
 	if ents, _ := os.ReadDir(disk); len(ents) != 0 {
 		t.Errorf("the server has %d entries after the scratch file was closed", len(ents))
 	}
