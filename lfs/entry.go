@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -97,14 +98,9 @@ func (f *FS) entry(dfd int, name, p string, st *unix.Stat_t, xb *xbuf) (zx.Dir, 
 		dname = "/"
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		// Reading a link may set its atime: stat it again after.
-		t, err := readlink(dfd, name)
+		t, err := f.linkTarget(dfd, name, st)
 		if err != nil {
 			return nil, err
-		}
-		var lst unix.Stat_t
-		if lstat(dfd, name, &lst) == nil && lst.Ino == st.Ino {
-			st = &lst
 		}
 		d := statDir(st, dname, p)
 		d[zx.ATarget] = t
@@ -115,6 +111,39 @@ func (f *FS) entry(dfd int, name, p string, st *unix.Stat_t, xb *xbuf) (zx.Dir, 
 		f.readXattrs(dfd, name, d, xb)
 	}
 	return d, nil
+}
+
+// linkTarget returns the target of the link name in dfd, whose stat is
+// st, from the memo when it can: reading it may set its atime (see
+// linkMemo). After a read, st is updated to the link's stat then, so the
+// entry tells the times the link has.
+func (f *FS) linkTarget(dfd int, name string, st *unix.Stat_t) (string, error) {
+	k := inodeKey{dev: st.Dev, ino: st.Ino}
+	if t, ok := f.links.target(k, nsec(st.Ctim)); ok {
+		return t, nil
+	}
+	now := time.Now()
+	t, err := readlink(dfd, name)
+	if err != nil {
+		return "", err
+	}
+	var lst unix.Stat_t
+	if lstat(dfd, name, &lst) == nil && lst.Ino == st.Ino {
+		if lst.Ctim == st.Ctim {
+			f.links.read(k, nsec(st.Ctim), t, now)
+		}
+		*st = lst
+	}
+	return t, nil
+}
+
+// keepLink remembers that the link name in dfd, whose inode was ino before
+// the FS changed its attributes, still has target t.
+func (f *FS) keepLink(dfd int, name string, ino uint64, t string) {
+	var st unix.Stat_t
+	if lstat(dfd, name, &st) == nil && st.Ino == ino && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		f.links.set(inodeKey{dev: st.Dev, ino: st.Ino}, nsec(st.Ctim), t)
+	}
 }
 
 // stat returns the entry at clean path p.

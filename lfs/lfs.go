@@ -134,6 +134,7 @@ type FS struct {
 	hub *hub
 
 	xattrs xattrMemo // inodes known to have no extended attributes
+	links  linkMemo  // targets of symbolic links
 
 	// The control file (see ctl.go).
 	ctl    ctl.File

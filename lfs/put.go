@@ -90,7 +90,7 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 			return nil, zx.ErrIsDir
 		case typ != "" && typ != cur:
 			return nil, zx.ErrExist
-		case cur == zx.TypeLink && a.target != nil && *a.target != linkTarget(pd.fd, name):
+		case cur == zx.TypeLink && a.target != nil && *a.target != f.existingTarget(pd.fd, name, &st):
 			return nil, zx.ErrExist
 		case cur == zx.TypeLink && (hasData || a.size >= 0):
 			return nil, e(zx.ErrInvalid, "", "", "is a symbolic link")
@@ -157,11 +157,23 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 			}
 		}
 	}
+	// A link's target, known before its times change: reading it after
+	// would set its atime (see linkMemo).
+	var target string
+	switch {
+	case typ == zx.TypeLink && !exists:
+		target = *a.target
+	case typ == zx.TypeLink:
+		target = f.existingTarget(pd.fd, name, &st)
+	}
 	if err := f.setMeta(a, pd.fd, name, &st); err != nil {
 		return nil, err
 	}
 	if err := a.setTimes(pd.fd, name, false); err != nil {
 		return nil, err
+	}
+	if target != "" {
+		f.keepLink(pd.fd, name, st.Ino, target)
 	}
 	return f.statAt(pd.fd, name, p)
 }
@@ -246,9 +258,10 @@ func killSetID(ctx context.Context, mode uint32) uint32 {
 	return mode
 }
 
-// linkTarget returns the target of the link name in dfd, or "".
-func linkTarget(dfd int, name string) string {
-	t, _ := readlink(dfd, name)
+// existingTarget returns the target of the link name in dfd, whose stat
+// is st, or "".
+func (f *FS) existingTarget(dfd int, name string, st *unix.Stat_t) string {
+	t, _ := f.linkTarget(dfd, name, st)
 	return t
 }
 

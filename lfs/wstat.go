@@ -104,6 +104,10 @@ func (f *FS) wstat(ctx context.Context, p string, a *attrs) (zx.Dir, error) {
 	if err := a.setTimes(pd.fd, name, resized); err != nil {
 		return nil, err
 	}
+	if cur.Type() == zx.TypeLink {
+		// The target is known: reading it again would set the atime.
+		f.keepLink(pd.fd, name, st.Ino, cur[zx.ATarget])
+	}
 	return f.statAt(pd.fd, name, p)
 }
 
