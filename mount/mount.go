@@ -504,6 +504,19 @@ func (m *FS) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), m.opts.Timeout)
 }
 
+// groupCaller returns rctx acting for the caller of ctx with gid as its
+// group when gid is one of the caller's supplementary groups: the
+// server lets a user give a file only to the group the request acts as
+// (chown(2) allows the owner any group the owner is in, and FUSE tells
+// the effective gid alone).
+func (m *FS) groupCaller(ctx, rctx context.Context, gid uint32) context.Context {
+	c, ok := ctx.(*fuse.Context)
+	if !ok || c.Caller.Owner.Uid == 0 || gid == c.Caller.Owner.Gid || !inGroups(c.Caller.Pid, gid) {
+		return rctx
+	}
+	return zx.WithCaller(rctx, zx.Caller{Uid: int(c.Caller.Owner.Uid), Gid: int(gid)})
+}
+
 // errno translates err, logging surprises.
 func errno(err error) syscall.Errno {
 	return zx.Errno(err)

@@ -592,6 +592,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if !ahead {
 		rctx, cancel := n.m.rctx(ctx)
 		defer cancel()
+		if gid, ok := in.GetGID(); ok {
+			rctx = n.m.groupCaller(ctx, rctx, gid)
+		}
 		var err error
 		nd, err = zx.Wstat(rctx, n.m.t, n.path(), d)
 		n.m.wrote(err)

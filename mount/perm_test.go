@@ -131,3 +131,49 @@ func TestModeZero(t *testing.T) {
 		}
 	}
 }
+
+// TestChownSupplementaryGroup: on a mount shared through a multi-user key,
+// a file's owner may give it to any group the owner is in, not only the
+// effective one (chown(2)), and to no other; the mount learns the
+// caller's other groups itself, since FUSE tells only the effective gid.
+func TestChownSupplementaryGroup(t *testing.T) {
+	canMount(t)
+	if os.Getuid() != 0 {
+		t.Skip("!!! SKIPPING: the test runs a helper as another user, which needs root !!!")
+	}
+	addr, disk, dial := serveMultiUser(t)
+	e := mnt(t, setup{addr: addr, dial: dial, opts: mount.Options{AllowOther: true, DefaultPermissions: true}})
+	for d := e.dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0755))
+	}
+	must(t, os.Mkdir(e.p("tmp"), 0777))
+	must(t, os.Chmod(e.p("tmp"), 0777|os.ModeSticky))
+	run := func(script string) (string, bool) {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4321}}}
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	f, l := e.p("tmp/f"), e.p("tmp/l")
+	if out, ok := run("echo x > " + f + " && chgrp 4321 " + f + " && ln -s f " + l + " && chgrp -h 4321 " + l); !ok {
+		t.Fatalf("chgrp by the owner to a supplementary group: %s", out)
+	}
+	for _, name := range []string{"tmp/f", "tmp/l"} {
+		for _, p := range []string{e.p(name), filepath.Join(disk, name)} {
+			var st syscall.Stat_t
+			must(t, syscall.Lstat(p, &st))
+			if st.Uid != 65534 || st.Gid != 4321 {
+				t.Errorf("%s: owned by %d:%d, want 65534:4321", p, st.Uid, st.Gid)
+			}
+		}
+	}
+	if out, ok := run("chgrp 65534 " + f); !ok {
+		t.Errorf("chgrp back to the effective group: %s", out)
+	}
+	if out, ok := run("chgrp 4322 " + f); ok {
+		t.Errorf("chgrp to a group the owner is not in: allowed (%s)", out)
+	} else if !strings.Contains(out, "not permitted") {
+		t.Errorf("chgrp to a group the owner is not in: %s, want operation not permitted", out)
+	}
+}
