@@ -45,9 +45,19 @@ func (c *Cache) Status(ctx context.Context) ctl.Section {
 		ws := c.wb.Stats()
 		s.Lines = append(s.Lines,
 			fmt.Sprintf("dirty %d", ws.PendingBytes),
-			fmt.Sprintf("writeback %d stuck %d written %d rejected %d replayed %d", ws.Pending, ws.Stuck, ws.Written, ws.Rejected, ws.Replayed),
+			fmt.Sprintf("writeback %d stuck %d written %d conflicts %d rejected %d replayed %d", ws.Pending, ws.Stuck, ws.Written, ws.Conflicts, ws.Rejected, ws.Replayed),
 			"journal "+ws.Journal,
 		)
+		// The latest conflicts of this session; zx conflicts lists
+		// them all, from the journal's list.
+		cs, _ := c.wb.Conflicts()
+		for _, cf := range cs {
+			line := "conflict " + cf.Op + " " + cf.Path
+			if cf.Copy != "" {
+				line += " -> " + cf.Copy
+			}
+			s.Lines = append(s.Lines, line)
+		}
 	}
 	s.Lines = append(s.Lines, c.ctlFlags.Lines()...)
 	return s

@@ -131,6 +131,9 @@ type record struct {
 	Ops     []Op   `json:"ops"`
 	DataLen int64  `json:"datalen"`
 	Sum     string `json:"sum,omitempty"` // v1 records: sha256 of the data
+	// Change, if set, is a change of the name space or of attributes
+	// (no ops, no data) rather than written data.
+	Change *Change `json:"change,omitempty"`
 
 	seg     *segment // where it is
 	dataOff int64    // where its data starts in the segment's file
@@ -691,6 +694,18 @@ func (r *record) check() string {
 	}
 	if n != r.DataLen {
 		return "ops do not cover the data"
+	}
+	if c := r.Change; c != nil {
+		switch {
+		case len(r.Ops) > 0:
+			return "a change with data"
+		case c.Op == "move":
+			if t, err := zx.CleanPath(c.To); err != nil || t == "/" {
+				return fmt.Sprintf("bad target %q", c.To)
+			}
+		case c.Op != "put" && c.Op != "remove" && c.Op != "wstat":
+			return fmt.Sprintf("unknown change %q", c.Op)
+		}
 	}
 	return ""
 }

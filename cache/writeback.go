@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/zxfs/zx"
 )
@@ -34,6 +38,9 @@ type WriteBack struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	host      string      // this client's name, in conflict copies' names
+	conflicts conflictLog // changes kept aside (see Conflict)
 
 	mu       sync.Mutex
 	seq      uint64
@@ -74,6 +81,13 @@ type wbRec struct {
 	settled chan struct{} // closed when the current attempt is over
 	stuck   bool          // failed for want of the server: kept, sent again by Sync
 	active  bool          // issued, replies not all in
+	// tries counts the issues of the record: a change issued again (or
+	// replayed) may have been applied by an earlier try whose reply was
+	// lost, which explains some refusals (see settleChange).
+	tries int
+	// out, for a Change, receives its outcome once settled (not while
+	// it waits for the server).
+	out chan zx.Reply
 }
 
 type wbPath struct {
@@ -98,7 +112,8 @@ type WriteBackStats struct {
 	PendingBytes int64 // their data
 	Stuck        int   // of those, records that failed for want of the server
 	Written      int64 // records acknowledged
-	Rejected     int64 // records the server refused (kept in rejected/)
+	Conflicts    int64 // records the server refused, kept as conflict copies or reported (see Conflict)
+	Rejected     int64 // of those, records that could not even be kept on the server (kept in rejected/)
 	Replayed     int64 // records replayed from an earlier session
 	Journal      string
 }
@@ -126,6 +141,8 @@ func NewWriteBack(dir string, t zx.Tree, log *slog.Logger) (*WriteBack, error) {
 		ents: make(map[string]zx.Dir),
 	}
 	w.stats.Journal = dir
+	w.host, _ = os.Hostname()
+	w.conflicts.file = filepath.Join(dir, conflictsFile)
 	// Past every number in the journal, acknowledgements included: a
 	// new record must not take the number of an acknowledged one.
 	w.seq = maxSeq
@@ -149,8 +166,11 @@ func (w *WriteBack) Replay(ctx context.Context) (int, error) {
 	w.leftover = nil
 	var ws []*wbRec
 	for _, r := range recs {
-		size := int64(-1)
-		wr := &wbRec{r: r, size: size, done: make(chan struct{})}
+		// Replayed: it may have been applied before the crash.
+		wr := &wbRec{r: r, size: -1, done: make(chan struct{}), tries: 1}
+		if r.Change != nil {
+			wr.out = make(chan zx.Reply, 1)
+		}
 		w.add(wr)
 		ws = append(ws, wr)
 	}
@@ -184,9 +204,10 @@ func (w *WriteBack) Replay(ctx context.Context) (int, error) {
 	}
 	w.mu.Lock()
 	w.stats.Replayed += int64(n)
-	err := w.takeErrs()
+	// What the server refused was kept as a conflict (logged, listed):
+	// reported by the next Sync, not a reason to refuse the mount.
 	w.mu.Unlock()
-	return n, err
+	return n, nil
 }
 
 // add registers wr. w.mu is held.
@@ -248,6 +269,30 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 	w.mu.Unlock()
 	w.issue(wr, true)
 	return nil
+}
+
+// Change journals the change c of the entry at p and issues it, as Write
+// does for data: when it returns nil, the change survives a crash of the
+// client and is ordered before every record written after it, so a file
+// written in a directory made (or renamed) without waiting is replayed
+// after its directory. The channel receives the change's outcome once it
+// is settled: applied, or refused (then it is also a Conflict); not while
+// it waits in the journal for the server.
+func (w *WriteBack) Change(p string, c Change) (<-chan zx.Reply, error) {
+	w.mu.Lock()
+	w.seq++
+	r := &record{Seq: w.seq, Path: p, Change: &c}
+	w.mu.Unlock()
+	if err := w.j.write(r, nil); err != nil {
+		return nil, err
+	}
+	w.retry(true)
+	wr := &wbRec{r: r, size: -1, done: make(chan struct{}), out: make(chan zx.Reply, 1)}
+	w.mu.Lock()
+	w.add(wr)
+	w.mu.Unlock()
+	w.issue(wr, true)
+	return wr.out, nil
 }
 
 // contents works out the contents of the file at p once the writes ops
@@ -459,7 +504,10 @@ func (w *WriteBack) Contents(p string) ([]byte, bool) {
 // fails them at once (and wr is stuck) rather than being waited for.
 func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 	r := wr.r
-	ctx := context.WithValue(w.ctx, writeBackKey{}, true)
+	ctx := w.ctx
+	if r.Change == nil {
+		ctx = context.WithValue(ctx, writeBackKey{}, true)
+	}
 	if failFast {
 		ctx = zx.WithFailFast(ctx)
 	}
@@ -468,8 +516,24 @@ func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 		w.nstuck--
 	}
 	wr.active, wr.stuck = true, false
+	wr.tries++
 	wr.settled = make(chan struct{})
 	w.mu.Unlock()
+	if c := r.Change; c != nil {
+		var rc <-chan zx.Reply
+		switch c.Op {
+		case "put":
+			rc = w.t.Put(ctx, r.Path, zx.Dir(c.Dir).Clone(), 0, nil)
+		case "wstat":
+			rc = w.t.Wstat(ctx, r.Path, zx.Dir(c.Dir).Clone())
+		case "move":
+			rc = replyOf(w.t.Move(ctx, r.Path, c.To))
+		case "remove":
+			rc = replyOf(w.t.Remove(ctx, r.Path))
+		}
+		go func() { w.finish(wr, <-rc) }()
+		return
+	}
 	var rcs []<-chan zx.Reply
 	var off int64
 	for _, op := range r.Ops {
@@ -494,8 +558,15 @@ func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 				first = rep.Err
 			}
 		}
-		w.finish(wr, first)
+		w.finish(wr, zx.Reply{Err: first})
 	}()
+}
+
+// replyOf turns the outcome of a Move or Remove into a Reply.
+func replyOf(ec <-chan error) <-chan zx.Reply {
+	c := make(chan zx.Reply, 1)
+	go func() { c <- zx.Reply{Err: <-ec} }()
+	return c
 }
 
 // Retry sends again, in order, the records that failed for want of the
@@ -535,17 +606,34 @@ func transient(err error) bool {
 }
 
 // finish records the outcome of wr.
-func (w *WriteBack) finish(wr *wbRec, err error) {
-	// The journal's disk work (removing the record, or moving it aside)
-	// is done without w.mu: PendingSize, which every stat and chmod of
-	// the mount asks, must not wait for the disk (tar -x spent a few
+func (w *WriteBack) finish(wr *wbRec, rep zx.Reply) {
+	err := rep.Err
+	// What was refused is kept or reported before the record leaves the
+	// journal; the journal's disk work (removing the record, or moving it
+	// aside) is done without w.mu: PendingSize, which every stat and chmod
+	// of the mount asks, must not wait for the disk (tar -x spent a few
 	// milliseconds per file there). The record stays active meanwhile,
 	// so Retry leaves it alone.
-	var to string
+	var kept *Conflict
+	if err != nil && !transient(err) {
+		w.mu.Lock()
+		tries := wr.tries
+		w.mu.Unlock()
+		if wr.r.Change != nil {
+			err, kept = w.settleChange(wr.r, err, tries)
+		} else {
+			kept = w.keep(wr.r, err)
+		}
+	}
 	switch {
-	case err != nil && !transient(err):
-		to = w.j.reject(wr.r)
-	case err == nil:
+	case err != nil && !transient(err) && kept == nil:
+		// Not even a conflict copy could be made: the data stays on
+		// this disk.
+		to := w.j.reject(wr.r)
+		kept = &Conflict{Time: time.Now(), Path: wr.r.Path, Copy: "client:" + to, Op: "write",
+			Reason: fmt.Sprintf("%v; no copy could be made on the server: the data is in %s on this client", err, to)}
+		w.recordConflict(*kept, true)
+	case err == nil || !transient(err):
 		if jerr := w.j.done(wr.r); jerr != nil {
 			// On the server, but replayed by the next session if
 			// this one dies: harmless unless the file changes
@@ -567,10 +655,8 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 		w.nstuck++
 		return
 	}
-	if err != nil {
-		w.log.Error("cache: the server refused written data; kept aside", "path", wr.r.Path, "err", err, "kept", to)
-		w.errs = append(w.errs, fmt.Errorf("write-back of %s refused (data kept in %s): %w", wr.r.Path, to, err))
-		w.stats.Rejected++
+	if kept != nil {
+		w.errs = append(w.errs, fmt.Errorf("%s of %s: %s", kept.Op, kept.Path, kept.Reason))
 	} else {
 		w.stats.Written++
 	}
@@ -583,7 +669,158 @@ func (w *WriteBack) finish(wr *wbRec, err error) {
 			w.publish(wr.r.Path, nil)
 		}
 	}
+	if wr.out != nil {
+		wr.out <- zx.Reply{Dir: rep.Dir, Err: err}
+	}
 	close(wr.done)
+}
+
+// settleChange decides what a refusal of the journaled change r means.
+// A change whose outcome is already there (a directory made that exists, an
+// entry removed that is gone) is done; so is, when r was issued before
+// (tries > 1, or replayed), a create whose entry exists or a move whose
+// source is gone: the earlier try was applied and its reply lost. It
+// returns err (nil when done) and the conflict it records otherwise.
+func (w *WriteBack) settleChange(r *record, err error, tries int) (error, *Conflict) {
+	c := r.Change
+	k := zx.KindOf(err)
+	switch {
+	case c.Op == "put" && c.Dir[zx.AType] == zx.TypeDir && k == zx.ErrExist:
+		return err, nil // the mount hears of the surprise; the directory is there
+	case c.Op == "remove" && k == zx.ErrNotExist:
+		return err, nil
+	case tries > 1 && (c.Op == "put" && k == zx.ErrExist || c.Op == "move" && k == zx.ErrNotExist):
+		return nil, nil
+	}
+	cf := Conflict{Time: time.Now(), Path: r.Path, Op: c.opName(), Reason: err.Error()}
+	if c.Op == "move" {
+		cf.Reason = "to " + c.To + ": " + cf.Reason
+	}
+	w.recordConflict(cf, false)
+	return err, &cf
+}
+
+// keep keeps the written data of the record r, which the server refused
+// with err, on the server all the same, and records the conflict: when the
+// file's directory is gone, the directory is made again and the file put
+// in it; otherwise (or if that fails) the data goes to a conflict copy
+// beside the file (ConflictName), or in the nearest directory above that
+// takes it. It returns nil if no copy could be made.
+func (w *WriteBack) keep(r *record, err error) *Conflict {
+	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
+	defer cancel()
+	cf := Conflict{Time: time.Now(), Path: r.Path, Op: "write"}
+	if zx.KindOf(err) == zx.ErrNotExist && len(r.Ops) > 0 && r.Ops[0].Whole {
+		if w.mkdirAll(ctx, parent(r.Path)) == nil && w.apply(ctx, r, r.Path, false) == nil {
+			cf.Reason = fmt.Sprintf("%v; its directory was made again and the file written in it", err)
+			w.recordConflict(cf, false)
+			return &cf
+		}
+	}
+	for dir, name := parent(r.Path), path.Base(r.Path); ; dir = parent(dir) {
+		for n := 1; n <= 20; n++ {
+			cp := ConflictName(join(dir, name), w.host, cf.Time, n)
+			aerr := w.apply(ctx, r, cp, true)
+			if aerr == nil {
+				cf.Copy = cp
+				cf.Reason = fmt.Sprintf("%v; the data was written to %s", err, cp)
+				w.recordConflict(cf, false)
+				return &cf
+			}
+			if zx.KindOf(aerr) != zx.ErrExist {
+				break
+			}
+		}
+		if dir == "/" || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// apply writes the data of the record r to the file at p, which it
+// creates (exclusively, with excl) and fills as r says.
+func (w *WriteBack) apply(ctx context.Context, r *record, p string, excl bool) error {
+	ops := r.Ops
+	var off int64
+	create := zx.Dir{zx.AType: zx.TypeFile}
+	if excl {
+		create[zx.AExcl] = "y"
+	}
+	var first <-chan zx.Reply
+	if len(ops) > 0 && ops[0].Whole {
+		create.SetInt(zx.ASize, ops[0].Len)
+		first = w.t.Put(ctx, p, create, 0, r.section(0, ops[0].Len))
+		off = ops[0].Len
+		ops = ops[1:]
+	} else {
+		create.SetInt(zx.ASize, 0)
+		first = w.t.Put(ctx, p, create, 0, nil)
+	}
+	if rep := <-first; rep.Err != nil {
+		return rep.Err
+	}
+	for _, op := range ops {
+		var rc <-chan zx.Reply
+		if op.Trunc {
+			d := zx.Dir{}
+			d.SetInt(zx.ASize, op.Off)
+			rc = w.t.Wstat(ctx, p, d)
+		} else {
+			rc = w.t.Put(ctx, p, zx.Dir{}, op.Off, r.section(off, op.Len))
+		}
+		off += op.Len
+		if rep := <-rc; rep.Err != nil {
+			return rep.Err
+		}
+	}
+	return nil
+}
+
+// mkdirAll makes the directory p and those above it that are missing.
+func (w *WriteBack) mkdirAll(ctx context.Context, p string) error {
+	if p == "/" {
+		return nil
+	}
+	d, err := zx.Stat(ctx, w.t, p)
+	switch {
+	case err == nil && d.IsDir():
+		return nil
+	case err == nil:
+		return zx.E(zx.ErrNotDir, "mkdir", p, "not a directory")
+	case zx.KindOf(err) != zx.ErrNotExist:
+		return err
+	}
+	if err := w.mkdirAll(ctx, parent(p)); err != nil {
+		return err
+	}
+	rep := <-w.t.Put(ctx, p, zx.Dir{zx.AType: zx.TypeDir}, 0, nil)
+	if rep.Err != nil && zx.KindOf(rep.Err) != zx.ErrExist {
+		return rep.Err
+	}
+	return nil
+}
+
+// recordConflict logs and lists cf; rejected says its data could not be
+// kept on the server.
+func (w *WriteBack) recordConflict(cf Conflict, rejected bool) {
+	w.log.Error("cache: a change the server refused was kept as a conflict", "op", cf.Op, "path", cf.Path, "copy", cf.Copy, "reason", cf.Reason)
+	if err := w.conflicts.record(cf); err != nil {
+		w.log.Error("cache: "+err.Error(), "journal", w.j.dir)
+	}
+	w.mu.Lock()
+	w.stats.Conflicts++
+	if rejected {
+		w.stats.Rejected++
+	}
+	w.mu.Unlock()
+}
+
+// Conflicts returns the conflicts of this session, the most recent last
+// (at most 20), and how many there were.
+func (w *WriteBack) Conflicts() ([]Conflict, int) {
+	w.conflicts.mu.Lock()
+	defer w.conflicts.mu.Unlock()
+	return slices.Clone(w.conflicts.last), w.conflicts.n
 }
 
 func (w *WriteBack) takeErrs() error {

@@ -264,6 +264,11 @@ func FUSEOptions(opts Options) fuse.MountOptions {
 // the server: pipelined changes, and written-back data (with WriteBack;
 // otherwise close already waited), bounded by ctx.
 func (m *FS) Sync(ctx context.Context) error {
+	if m.wb != nil {
+		// Changes journaled ahead that wait for the server are sent
+		// again first: the wait below is for them too.
+		m.wb.Retry()
+	}
 	if err := m.waitPipelined(ctx, ""); err != nil {
 		return err
 	}

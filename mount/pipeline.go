@@ -235,6 +235,48 @@ func (m *FS) surprise(op, p string, err error, paths ...string) {
 // Surprises returns how many pipelined changes failed on the server.
 func (m *FS) Surprises() int64 { return m.surprises.Load() }
 
+// changeAhead issues the change c of the entry at p without waiting for
+// it. With write-back, the change goes through the journal first, so
+// that a crash before the server has it loses nothing that depends on
+// it (a file written in a directory made without waiting, or after a
+// rename): replayed in order at the next mount. The reply comes once the
+// change is settled; while the server cannot be reached, it waits in the
+// journal. Otherwise (or if the journal cannot be written) it is sent to
+// the tree under ctx.
+func (m *FS) changeAhead(ctx context.Context, p string, c cache.Change) <-chan zx.Reply {
+	if m.wb != nil {
+		rc, err := m.wb.Change(p, c)
+		if err == nil {
+			return rc
+		}
+		m.log.Error("mount: the change could not be journaled; sent without", "op", c.Op, "path", p, "err", err)
+	}
+	switch c.Op {
+	case "put":
+		return m.t.Put(ctx, p, c.Dir, 0, nil)
+	case "wstat":
+		return m.t.Wstat(ctx, p, c.Dir)
+	case "move":
+		return replyOf(m.t.Move(ctx, p, c.To))
+	default:
+		return replyOf(m.t.Remove(ctx, p))
+	}
+}
+
+// replyOf turns the outcome of a Move or Remove into a Reply.
+func replyOf(ec <-chan error) <-chan zx.Reply {
+	c := make(chan zx.Reply, 1)
+	go func() { c <- zx.Reply{Err: <-ec} }()
+	return c
+}
+
+// errOf turns a Reply into the outcome of a Move or Remove.
+func errOf(rc <-chan zx.Reply) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- (<-rc).Err }()
+	return c
+}
+
 // awaitErr waits for the reply of a pipelined change in the background.
 func (m *FS) awaitErr(op, p string, ec <-chan error, done func(), paths ...string) {
 	go func() {
@@ -282,7 +324,7 @@ func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Err
 		}
 	}
 	bctx, done := m.bg(p)
-	m.awaitErr("remove", p, m.t.Remove(bctx, p), done)
+	m.awaitErr("remove", p, errOf(m.changeAhead(bctx, p, cache.Change{Op: "remove"})), done)
 	m.forgetIno(d, p)
 	return 0, true
 }
@@ -355,7 +397,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 	nd[zx.AIno] = "~" + strconv.FormatUint(m.provisional.Add(1), 10)
 	tmp := inoKey(nd, p)
 	bctx, done := m.bg(p)
-	rc := m.t.Put(bctx, p, d, 0, nil)
+	rc := m.changeAhead(bctx, p, cache.Change{Op: "put", Dir: d})
 	go func() {
 		defer done()
 		r := <-rc
@@ -409,7 +451,7 @@ func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (
 		}
 	}
 	bctx, done := m.bg(from, to)
-	m.awaitErr("move", from, m.t.Move(bctx, from, to), done, to)
+	m.awaitErr("move", from, errOf(m.changeAhead(bctx, from, cache.Change{Op: "move", To: to})), done, to)
 	if td != nil && td[zx.AIno] != fd[zx.AIno] {
 		m.forgetIno(td, to)
 	}
@@ -482,7 +524,7 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 	}
 	nd.SetTime(zx.ACtime, time.Now())
 	bctx, done := m.bg(p)
-	rc := m.t.Wstat(bctx, p, d)
+	rc := m.changeAhead(bctx, p, cache.Change{Op: "wstat", Dir: d})
 	ws := n.openState()
 	go func() {
 		defer done()

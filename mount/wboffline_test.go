@@ -88,9 +88,10 @@ func testWriteBackOffline(t *testing.T, noWatch, cut bool) {
 		e.proxy.Cut()
 		waitFor(t, "the client dials again", func() bool { return e.proxy.Stats().Conns > conns })
 	}
-	if st := e.c.WriteBack().Stats(); st.Pending != 5 {
-		// whole, extent twice, created, and the truncation.
-		t.Fatalf("write-back with the link stalled: %+v, want 5 records pending", st)
+	if st := e.c.WriteBack().Stats(); st.Pending != 7 {
+		// whole, extent twice, created (its create, made without
+		// waiting, and its data), the truncation and the chmod.
+		t.Fatalf("write-back with the link stalled: %+v, want 7 records pending", st)
 	}
 
 	want := map[string]string{"whole": "new", "d/extent": "012abc6789+tail", "created": "made offline"}

@@ -42,7 +42,7 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), conflictsCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
 		benchCommand(), demoCommand(), versionCommand(), helpCommand(),
 	}
 }
