@@ -125,9 +125,9 @@ func ReadConflicts(dir string) ([]Conflict, error) {
 // it. Op is "put" (a create: Dir has the type, and may say Excl), "move"
 // (Path to To), "remove" or "wstat" (Dir the attributes).
 type Change struct {
-	Op   string            `json:"op"`
-	Dir  map[string]string `json:"dir,omitempty"`
-	To   string            `json:"to,omitempty"`
+	Op  string            `json:"op"`
+	Dir map[string]string `json:"dir,omitempty"`
+	To  string            `json:"to,omitempty"`
 }
 
 // opName returns the name of a change's kind in a Conflict.
