@@ -39,17 +39,22 @@
 // process so that its connection's round trips can be counted) and on the
 // same sshfs mount, and writes fuse.md, fuse.json and fuse.png.
 //
-// Main is the command; Run is the library entry point.
+// Main is the command (bench/zxbench: go run ./bench/zxbench); Run is the
+// library entry point. The harness is not part of the zx command, so that
+// the binary users install does not carry it and its plotting library.
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -130,15 +135,15 @@ func (c *Config) logf(format string, args ...any) {
 	}
 }
 
-// CommandName is how the command is invoked, for the report's record of
-// the exact command used.
-var CommandName = "zx bench"
+// commandName is how the command is invoked, in messages and in the
+// report's record of the exact command used.
+const commandName = "go run ./bench/zxbench"
 
 // Main runs the benchmark command with args (without the command name) and
 // returns the exit status.
 func Main(args []string) int {
-	fs := flag.NewFlagSet("zx bench", flag.ContinueOnError)
-	// Help goes to stdout, as for every zx command; flag errors to stderr.
+	fs := flag.NewFlagSet("zxbench", flag.ContinueOnError)
+	// Help goes to stdout, as for zx's commands; flag errors to stderr.
 	fs.SetOutput(os.Stdout)
 	for _, a := range args {
 		if a == "--" {
@@ -165,14 +170,18 @@ func Main(args []string) int {
 		cFiles   = fs.Int("c-files", 40, "--fuse: generated .c files in the C project (plus main.c)")
 		shared   = fs.String("shared", "", "--fuse: a note for the report on who else used the machine during the run (e.g. \"shared with 6 other engineers' builds and tests\")")
 		cpuprof  = fs.String("cpuprofile", "", "write a CPU profile of this process (mounts, cache, server and proxies all run in it) to this file")
+		zxBin    = fs.String("zx", "", "the zx command at `PATH` whose server (zx serve) the loopback rates measure, in the native suite and with --loopback (default: one built from the zx source tree this runs in)")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: zx bench [--fuse] [flags]
+		fmt.Fprint(fs.Output(), `usage: go run ./bench/zxbench [--fuse] [flags]
 
-Bench compares zx with sshfs mounted from a private local sshd, in one run
+Zxbench compares zx with sshfs mounted from a private local sshd, in one run
 on this machine, both through the same WAN emulator, at several round-trip
 times, on a copy of Go's source tree. It needs root, /dev/fuse, sshd, sshfs
-and fusermount3 (apt-get install -y openssh-server sshfs fuse3).
+and fusermount3 (apt-get install -y openssh-server sshfs fuse3); the FUSE
+suite also runs git, make, cc, tar and sqlite3. Run it from zx's source
+tree (it builds the zx command for the server process it measures), or
+give --zx.
 Everything it starts is stopped and removed at the end, also on failure or
 interrupt.
 
@@ -203,7 +212,7 @@ benchmark panicked; 130 interrupted (after cleaning up).
 
 Flags:
 `)
-		// As every zx command lists them: --name for long flags.
+		// As zx's commands list them: --name for long flags.
 		fs.VisitAll(func(f *flag.Flag) {
 			name, usage := flag.UnquoteUsage(f)
 			dash := "--"
@@ -220,8 +229,8 @@ Flags:
 			}
 			fmt.Fprintln(fs.Output())
 		})
-		fmt.Fprint(fs.Output(), "\nExample:\n\n\tzx bench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
-			"\tzx bench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
+		fmt.Fprint(fs.Output(), "\nExample:\n\n\tgo run ./bench/zxbench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
+			"\tgo run ./bench/zxbench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -230,26 +239,22 @@ Flags:
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "zx bench: unexpected arguments %q\n", fs.Args())
+		fmt.Fprintf(os.Stderr, "zxbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
 	cfg := Config{Cap: *capf, FileSize: *size, OutDir: *out, NoSSHFS: *nosshfs, LoopbackOnly: *loopback,
-		Command: strings.TrimSpace(CommandName + " " + strings.Join(args, " "))}
+		Command: strings.TrimSpace(commandName + " " + strings.Join(args, " "))}
 	if !*quiet {
 		cfg.Log = os.Stderr
 	}
-	// Main runs as `zx bench`: its executable serves with `zx serve`.
-	if exe, err := os.Executable(); err == nil {
-		cfg.ServeCommand = []string{exe, "serve"}
-	}
 	var err error
 	if cfg.RTTs, err = parseRTTs(*rtts); err != nil {
-		fmt.Fprintf(os.Stderr, "zx bench: --rtts: %v\n", err)
+		fmt.Fprintf(os.Stderr, "zxbench: --rtts: %v\n", err)
 		return 2
 	}
 	if *rate != "" && *rate != "0" {
 		if cfg.Rate, err = wan.ParseRate(*rate); err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: --rate: %v\n", err)
+			fmt.Fprintf(os.Stderr, "zxbench: --rate: %v\n", err)
 			return 2
 		}
 	}
@@ -260,12 +265,12 @@ Flags:
 			switch {
 			case cfg.FUSE && checkFUSEWorkload(w):
 			case cfg.FUSE:
-				fmt.Fprintf(os.Stderr, "zx bench: --workloads: unknown FUSE workload %q (want %s, or grep, rm, tar, file)\n",
+				fmt.Fprintf(os.Stderr, "zxbench: --workloads: unknown FUSE workload %q (want %s, or grep, rm, tar, file)\n",
 					w, strings.Join(FUSEWorkloads, ", "))
 				return 2
 			case w == WFind || w == WGrep || w == WRm || w == groupFile:
 			default:
-				fmt.Fprintf(os.Stderr, "zx bench: --workloads: unknown workload %q (want find, grep, rm, file)\n", w)
+				fmt.Fprintf(os.Stderr, "zxbench: --workloads: unknown workload %q (want find, grep, rm, file)\n", w)
 				return 2
 			}
 			cfg.Workloads = append(cfg.Workloads, w)
@@ -274,23 +279,29 @@ Flags:
 	cfg.Tree = *tree
 	if cfg.Tree == "" {
 		if cfg.Tree, err = testbed.GoSource(); err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: no --tree given and %v\n", err)
+			fmt.Fprintf(os.Stderr, "zxbench: no --tree given and %v\n", err)
+			return 2
+		}
+	}
+	if *zxBin != "" {
+		if *zxBin, err = exec.LookPath(*zxBin); err != nil {
+			fmt.Fprintf(os.Stderr, "zxbench: --zx: %v\n", err)
 			return 2
 		}
 	}
 	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 {
-		fmt.Fprintln(os.Stderr, "zx bench: --cap, --size, --tar-bytes and --c-files must be positive")
+		fmt.Fprintln(os.Stderr, "zxbench: --cap, --size, --tar-bytes and --c-files must be positive")
 		return 2
 	}
 
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: --cpuprofile: %v\n", err)
+			fmt.Fprintf(os.Stderr, "zxbench: --cpuprofile: %v\n", err)
 			return 2
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: --cpuprofile: %v\n", err)
+			fmt.Fprintf(os.Stderr, "zxbench: --cpuprofile: %v\n", err)
 			return 2
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
@@ -308,7 +319,7 @@ Flags:
 		if !ok {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "zx bench: %v: cleaning up\n", s)
+		fmt.Fprintf(os.Stderr, "zxbench: %v: cleaning up\n", s)
 		cancel()
 		env.cleanup()
 		os.Exit(130)
@@ -318,14 +329,25 @@ Flags:
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				fmt.Fprintf(os.Stderr, "zx bench: panic: %v\n%s", r, debug.Stack())
+				fmt.Fprintf(os.Stderr, "zxbench: panic: %v\n%s", r, debug.Stack())
 				code = 3
 			}
 		}()
 		defer env.cleanup()
+		if !cfg.FUSE {
+			// The loopback rates are measured against `zx serve`, a
+			// process of its own as deployed.
+			bin, err := zxCommand(ctx, *zxBin, env)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "zxbench: %v\n", err)
+				code = 1
+				return
+			}
+			cfg.ServeCommand = []string{bin, "serve"}
+		}
 		rep, err := run(ctx, cfg, env)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "zx bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "zxbench: %v\n", err)
 			code = 1
 			return
 		}
@@ -354,6 +376,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	env := newEnv()
 	defer env.cleanup()
 	return run(ctx, cfg, env)
+}
+
+// zxCommand returns the zx command to serve with: bin when given, or else
+// one built from the zx source tree the current directory is in, into a
+// directory that e removes.
+func zxCommand(ctx context.Context, bin string, e *env) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	dir, err := os.MkdirTemp("", "zxbench-zx-")
+	if err != nil {
+		return "", err
+	}
+	e.onCleanup(func() { os.RemoveAll(dir) })
+	out := filepath.Join(dir, "zx")
+	msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/zxfs/zx/cmd/zx").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building the zx command whose server is measured (go build github.com/zxfs/zx/cmd/zx): %v: %s; "+
+			"run from zx's source tree, or give --zx PATH", err, bytes.TrimSpace(msg))
+	}
+	return out, nil
 }
 
 func parseRTTs(s string) ([]time.Duration, error) {

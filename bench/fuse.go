@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The FUSE suite (Config.FUSE, "zx bench --fuse"): the same UNIX programs
+// The FUSE suite (Config.FUSE, "zxbench --fuse"): the same UNIX programs
 // on a zx mount (package mount over package cache over one client
 // connection, mounted in this process so that the connection's round trips
 // can be counted) and on an sshfs mount, both through the same wan proxy.

@@ -1,5 +1,5 @@
 // Command findrate measures the server's find rate on loopback, as
-// `zx bench --loopback` does (an lfs server, a fresh client connection per
+// `zxbench --loopback` does (an lfs server, a fresh client connection per
 // run, Find("/", "") counting entries), over many runs, and says for each
 // how much CPU other processes used meanwhile. On a machine shared with
 // other work, wall-clock rates say little unless the runs that others

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,17 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	runZX(t, "", "frobnicate").want(t, 2, "unknown command")
+	// The benchmarks left zx: old notes that say zx bench learn where
+	// they went, and the harness is not linked in (TestNoBenchInZX).
+	for _, args := range [][]string{{"bench", "--fuse"}, {"help", "bench"}} {
+		r := runZX(t, "", args...).want(t, 2, "zx "+strings.Join(args, " "))
+		if !strings.Contains(r.stderr, "go run ./bench/zxbench") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("zx %s said %q, want one line naming go run ./bench/zxbench", strings.Join(args, " "), r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "bench") {
+		t.Errorf("the list of commands names bench:\n%s", r.stderr)
+	}
 	// A long flag is named as the help writes it, with two dashes.
 	if r := runZX(t, "", "ls", "-bogus", "zx://127.0.0.1/").want(t, 2, "unknown flag"); !strings.Contains(r.stderr, "not defined: --bogus") {
 		t.Errorf("zx ls -bogus said %q", r.stderr)
@@ -393,4 +405,28 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	t.Logf("demo:\n%s", r.stdout)
+}
+
+// TestNoBenchInZX checks that the zx binary users install does not carry
+// the benchmark harness or its plotting library (bench/zxbench runs them).
+func TestNoBenchInZX(t *testing.T) {
+	out, err := exec.Command("go", "version", "-m", zxBin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	if !strings.Contains(string(out), "github.com/hanwen/go-fuse/v2") {
+		t.Fatalf("go version -m lists no dependencies:\n%s", out)
+	}
+	if strings.Contains(string(out), "gonum.org/v1/plot") {
+		t.Errorf("zx links gonum.org/v1/plot:\n%s", out)
+	}
+	deps, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, p := range strings.Fields(string(deps)) {
+		if p == "github.com/zxfs/zx/bench" || strings.HasPrefix(p, "github.com/zxfs/zx/bench/") {
+			t.Errorf("zx imports %s", p)
+		}
+	}
 }

@@ -43,8 +43,14 @@ func commands() []command {
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
 		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), conflictsCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
-		benchCommand(), demoCommand(), versionCommand(), helpCommand(),
+		demoCommand(), versionCommand(), helpCommand(),
 	}
+}
+
+// moved holds commands that left zx, with where they went: a user who
+// types one from older notes learns where it is now.
+var moved = map[string]string{
+	"bench": "the benchmarks are no longer part of zx: run them from zx's source tree with 'go run ./bench/zxbench' (same flags; see docs/bench/README.md)",
 }
 
 // lookup returns the command called name.
@@ -79,10 +85,19 @@ func run(args []string) int {
 	}
 	c, ok := lookup(name)
 	if !ok {
-		fmt.Fprintf(os.Stderr, "zx: unknown command %q; run 'zx help' for the list of commands\n", name)
+		unknown("zx", name)
 		return exitUsage
 	}
 	return c.run(args[1:])
+}
+
+// unknown reports that there is no command called name, or where it went.
+func unknown(prog, name string) {
+	if where, ok := moved[name]; ok {
+		fmt.Fprintf(os.Stderr, "%s: %s: %s\n", prog, name, where)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s: unknown command %q; run 'zx help' for the list of commands\n", prog, name)
 }
 
 // usage prints the list of commands.
@@ -123,7 +138,7 @@ func runHelp(args []string) int {
 	case 1:
 		h, ok := lookup(rest[0])
 		if !ok {
-			fmt.Fprintf(os.Stderr, "zx help: unknown command %q; run 'zx help' for the list of commands\n", rest[0])
+			unknown("zx help", rest[0])
 			return exitUsage
 		}
 		// Running the command with -h prints its help from its own

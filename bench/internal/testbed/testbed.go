@@ -1,4 +1,4 @@
-// Package testbed sets up what zx's benchmark programs (zx bench,
+// Package testbed sets up what zx's benchmark programs (zxbench,
 // replbench, zstdbench) measure with: the Go source tree as the usual
 // workload, and a zx server of a local directory on a loopback port, for
 // the program to reach directly or through the WAN emulator (package wan).
