@@ -26,18 +26,22 @@ const (
 	OpLink      = 12
 	OpStatFS    = 13
 	OpSync      = 14 // only to a server that offered FeatureSync
-	maxOp       = OpSync
+	// Delegations, only to a server that offered FeatureDeleg.
+	OpDelegate = 16 // ask for a delegation of path
+	OpRecalls  = 17 // a stream of recalls, for owner
+	OpReturn   = 18 // give back the delegation of path
+	maxOp      = OpReturn
 
 	// opCaller, or'ed into the op byte, says that the caller's ids
 	// follow the path.
 	opCaller = 0x80
 )
 
-var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs", "sync"}
+var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs", "sync", "", "delegate", "recalls", "return"}
 
 // OpName returns the name of a request operation.
 func OpName(op uint8) string {
-	if int(op) < len(opNames) {
+	if int(op) < len(opNames) && (opNames[op] != "" || op == 0) {
 		return opNames[op]
 	}
 	return fmt.Sprintf("op%d", op)
@@ -57,6 +61,7 @@ type Request struct {
 	Spref string // find, findget
 	Dpref string // find, findget
 	Depth int64  // find, findget
+	Owner string // recalls: the client's owner id for its delegations
 
 	// HasCaller says that the request carries the ids of the user it is
 	// made for, Uid and Gid (honoured only on multi-user connections).
@@ -70,6 +75,19 @@ type Hello struct {
 	MaxStreams uint64 // streams the sender accepts at once (0: no limit stated)
 	Features   []string
 }
+
+// FeatureDeleg is the hello feature by which a server says that it
+// grants delegations (OpDelegate, OpRecalls, OpReturn; docs/protocol.md,
+// Delegations). A client never sends them to a server that did not offer
+// it.
+const FeatureDeleg = "deleg"
+
+// MaxOwner bounds the length of a delegation owner's id.
+const MaxOwner = 128
+
+// EventRecall is the kind of the notice on a recalls stream that asks
+// the client to give back the delegation of the notice's path.
+const EventRecall = 6
 
 // FeatureSync is the hello feature by which a server says that it takes
 // the sync request (OpSync). A client never sends OpSync to a server that
@@ -356,6 +374,8 @@ func AppendRequest(b []byte, r *Request) []byte {
 		e.str(r.Spref)
 		e.str(r.Dpref)
 		e.varint(r.Depth)
+	case OpRecalls:
+		e.str(r.Owner)
 	}
 	return e.b
 }
@@ -366,7 +386,7 @@ func ParseRequest(b []byte) (*Request, error) {
 	r := &Request{Op: d.byte1()}
 	r.HasCaller = r.Op&opCaller != 0
 	r.Op &^= opCaller
-	if d.err == nil && (r.Op < OpAttach || r.Op > maxOp) {
+	if d.err == nil && (r.Op < OpAttach || r.Op > maxOp || opNames[r.Op] == "") {
 		return nil, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", r.Op))
 	}
 	r.Tree = d.str()
@@ -394,6 +414,11 @@ func ParseRequest(b []byte) (*Request, error) {
 		r.Spref = d.str()
 		r.Dpref = d.str()
 		r.Depth = d.varint()
+	case OpRecalls:
+		r.Owner = d.str()
+		if d.err == nil && (r.Owner == "" || len(r.Owner) > MaxOwner) {
+			d.fail("bad owner")
+		}
 	}
 	if err := d.end(); err != nil {
 		return nil, err

@@ -61,6 +61,8 @@ func carried(r Request) Request {
 		w.Dir = r.Dir
 	case OpFind, OpFindGet:
 		w.Pred, w.Spref, w.Dpref, w.Depth = r.Pred, r.Spref, r.Dpref, r.Depth
+	case OpRecalls:
+		w.Owner = r.Owner
 	}
 	return w
 }
@@ -118,6 +120,10 @@ var requestTests = []struct {
 	{"find extreme depth", Request{Op: OpFind, Path: "/a", Depth: math.MinInt64}},
 	{"findget", Request{Op: OpFindGet, Tree: "t", Path: "/ü", Pred: "type=- & size>0", Spref: "/ü", Dpref: "", Depth: math.MaxInt64}},
 	{"watch", Request{Op: OpWatch, Path: "/w"}},
+	{"delegate", Request{Op: OpDelegate, Tree: "t", Path: "/d"}},
+	{"recalls", Request{Op: OpRecalls, Path: "/", Owner: "3f2a9c0d-owner"}},
+	{"recalls long owner", Request{Op: OpRecalls, Path: "/", Owner: strings.Repeat("o", MaxOwner)}},
+	{"return", Request{Op: OpReturn, Path: "/d/e"}},
 	{"long path", Request{Op: OpStat, Path: "/" + strings.Repeat("x", 5000)}},
 	{"stat caller", Request{Op: OpStat, Path: "/a", HasCaller: true, Uid: 1000, Gid: 100}},
 	{"put caller root", Request{Op: OpPut, Path: "/f", Dir: zx.Dir{"type": "-"}, HasCaller: true}},
@@ -153,7 +159,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		})
 	}
 	for op := uint8(OpAttach); op <= maxOp; op++ {
-		if !seen[op] {
+		if !seen[op] && opNames[op] != "" {
 			t.Errorf("no round-trip test for op %d (%s)", op, OpName(op))
 		}
 	}
@@ -162,9 +168,12 @@ func TestRequestRoundTrip(t *testing.T) {
 // Fields an op does not carry are not sent.
 func TestRequestDropsUnusedFields(t *testing.T) {
 	for op := uint8(OpAttach); op <= maxOp; op++ {
+		if opNames[op] == "" {
+			continue // not a request (yet)
+		}
 		full := Request{
 			Op: op, Tree: "tree", Path: "/path", To: "/to", Off: -7, Count: 99,
-			Dir: zx.Dir{"a": "b"}, Pred: "pred", Spref: "/s", Dpref: "/d", Depth: 3,
+			Dir: zx.Dir{"a": "b"}, Pred: "pred", Spref: "/s", Dpref: "/d", Depth: 3, Owner: "me",
 		}
 		got, err := ParseRequest(AppendRequest(nil, &full))
 		if err != nil {
@@ -173,6 +182,15 @@ func TestRequestDropsUnusedFields(t *testing.T) {
 		want := carried(full)
 		if !reflect.DeepEqual(normRequest(got), normRequest(&want)) {
 			t.Errorf("%s:\n got %+v\nwant %+v", OpName(op), got, want)
+		}
+	}
+}
+
+func TestParseRequestBadOwner(t *testing.T) {
+	for _, owner := range []string{"", strings.Repeat("o", MaxOwner+1)} {
+		b := AppendRequest(nil, &Request{Op: OpRecalls, Path: "/", Owner: owner})
+		if r, err := ParseRequest(b); !errors.Is(err, zx.ErrProtocol) || r != nil {
+			t.Errorf("recalls with owner of %d bytes: %+v, %v; want ErrProtocol", len(owner), r, err)
 		}
 	}
 }
@@ -191,7 +209,7 @@ func TestParseRequestBadCaller(t *testing.T) {
 }
 
 func TestParseRequestUnknownOp(t *testing.T) {
-	for _, op := range []uint8{0, maxOp + 1, 100, 255} {
+	for _, op := range []uint8{0, 15, maxOp + 1, 100, 255} {
 		b := []byte{op, 0, 0}
 		r, err := ParseRequest(b)
 		if !errors.Is(err, zx.ErrProtocol) || r != nil {
@@ -204,7 +222,7 @@ func TestOpName(t *testing.T) {
 	want := map[uint8]string{
 		OpAttach: "attach", OpStat: "stat", OpGet: "get", OpPut: "put", OpMove: "move",
 		OpRemove: "remove", OpRemoveAll: "removeall", OpWstat: "wstat", OpFind: "find",
-		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", OpSync: "sync", 0: "", 15: "op15", 255: "op255",
+		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", OpSync: "sync", OpDelegate: "delegate", OpRecalls: "recalls", OpReturn: "return", 0: "", 15: "op15", 255: "op255",
 	}
 	for op, name := range want {
 		if got := OpName(op); got != name {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/zxfs/zx/deleg"
 	"io"
 	"log/slog"
 	"sort"
@@ -130,3 +131,6 @@ func (s *Server) applyLevel() {
 	}
 	s.cfg.LogLevel.Set(l)
 }
+
+// DelegStats returns the counters of the server's delegations.
+func (s *Server) DelegStats() deleg.Stats { return s.delegs.Stats() }

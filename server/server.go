@@ -33,6 +33,7 @@ import (
 	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/ctl"
+	"github.com/zxfs/zx/deleg"
 	"github.com/zxfs/zx/mux"
 	"github.com/zxfs/zx/pred"
 	"github.com/zxfs/zx/proto"
@@ -89,6 +90,14 @@ type Config struct {
 	// watch as a version 1 one. For tests of clients' fallback.
 	NoWatchAck bool
 
+	// DelegLease is how long a delegation outlives its holder's lost
+	// connection, or a recall it does not answer (15s; see package
+	// deleg). NoDeleg makes the server behave as one older than
+	// delegations: it does not offer proto.FeatureDeleg and answers
+	// their requests as unknown.
+	DelegLease time.Duration
+	NoDeleg    bool
+
 	// minCallbackWait, if set, replaces minCallbackWait (tests that
 	// assert every wait is met, on a machine whose load can delay an
 	// acknowledgement past 250ms; see export_test.go).
@@ -131,6 +140,9 @@ func (c Config) withDefaults() Config {
 	if !c.NoWatchAck && !slices.Contains(c.Mux.Features, proto.FeatureWatchAck) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureWatchAck)
 	}
+	if !c.NoDeleg && !slices.Contains(c.Mux.Features, proto.FeatureDeleg) {
+		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureDeleg)
+	}
 	return c
 }
 
@@ -155,7 +167,8 @@ type Server struct {
 	baseLevel         slog.Level // LogLevel's level with verbose and debug off
 	bytesIn, bytesOut int64      // of connections that ended; guarded by mu
 
-	cb callbacks // acknowledged watches (see callback.go)
+	cb     callbacks    // acknowledged watches (see callback.go)
+	delegs *deleg.Table // delegations (see deleg.go)
 }
 
 // New returns a server for trees, keyed by name. Requests that name no tree
@@ -175,6 +188,7 @@ func New(trees map[string]zx.Tree, def string, cfg Config) (*Server, error) {
 		since:     time.Now(),
 		flags:     ctl.NewFlags("debug", "verbose"),
 		baseLevel: cfg.baseLevel(),
+		delegs:    deleg.New(deleg.Config{Lease: cfg.DelegLease}),
 	}, nil
 }
 
@@ -338,6 +352,8 @@ type conn struct {
 	mu       sync.Mutex
 	draining bool
 	watches  map[*mux.Stream]struct{}
+	holders  map[string]*recallHolder // recalls streams, by tree name
+	held     []*heldReq               // requests held for a recall (deleg.go)
 }
 
 // drain finishes a connection gracefully.
@@ -480,6 +496,31 @@ func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	if tname == "" {
 		tname = c.srv.defName
 	}
+	switch req.Op {
+	case proto.OpDelegate, proto.OpRecalls, proto.OpReturn:
+		if c.srv.cfg.NoDeleg {
+			go c.fail(st, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", req.Op)))
+			return
+		}
+		switch req.Op {
+		case proto.OpDelegate:
+			go c.delegate(ctx, st, tname, req, t)
+		case proto.OpRecalls:
+			go c.recalls(st, tname, req.Owner)
+		default:
+			c.giveBack(ctx, st, tname, req, t) // issues its barrier now, in order
+		}
+		return
+	}
+	issue := func() { c.issue(ctx, st, req, t, tname) }
+	if !c.hold(ctx, tname, req, issue) {
+		issue()
+	}
+}
+
+// issue hands a request to its tree. It must not block.
+func (c *conn) issue(ctx context.Context, st *mux.Stream, req *proto.Request, t zx.Tree, tname string) {
+	op := proto.OpName(req.Op)
 	// brk reports a write's outcome to other clients' acknowledged
 	// watches, before the writer hears it (callback.go).
 	brk := func(d zx.Dir) { c.breakCallbacks(ctx, tname, req, d) }
