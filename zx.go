@@ -98,18 +98,31 @@ type Tree interface {
 // a lookup per entry.
 type Finder interface {
 	// Find walks the tree at path and sends one Item per entry for which
-	// the predicate pred (see package pred) is true. Entries are sent in
+	// the predicate o.Pred (see package pred) is true. Entries are sent in
 	// depth-first order, a directory before its contents, names sorted.
-	// Paths in the replies have the prefix spref replaced by dpref, and
-	// depth0 is the depth of path as the caller sees it; the predicate is
-	// evaluated on the rewritten paths and depths. An entry that cannot be
-	// read (permission denied, say) is sent as an Item with Err set and Dir
-	// holding at least its "path": the stream goes on.
-	Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan Item
+	// Paths in the replies have the prefix o.Spref replaced by o.Dpref,
+	// and o.Depth0 is the depth of path as the caller sees it; the
+	// predicate is evaluated on the rewritten paths and depths. An entry
+	// that cannot be read (permission denied, say) is sent as an Item with
+	// Err set and Dir holding at least its "path": the stream goes on.
+	Find(ctx context.Context, path string, o FindOpts) <-chan Item
 
 	// FindGet is Find that also sends, after each matching regular file's
 	// entry, its contents as Items with Data set.
-	FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan Item
+	FindGet(ctx context.Context, path string, o FindOpts) <-chan Item
+}
+
+// FindOpts are the options of a Find or FindGet. The zero value finds
+// every entry, with paths as the tree has them.
+type FindOpts struct {
+	// Pred is the predicate (see package pred); "" matches every entry.
+	Pred string
+	// Spref and Dpref rewrite the paths of the replies: the prefix Spref
+	// is replaced by Dpref. Both empty (or equal) leave them alone.
+	Spref, Dpref string
+	// Depth0 is the depth of the walk's path as the caller sees it: the
+	// predicate's depth of the first entry.
+	Depth0 int
 }
 
 // Watcher is implemented by trees that push change notices.

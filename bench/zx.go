@@ -18,7 +18,7 @@ import (
 // zxFind looks for a missing name with one Find.
 func zxFind(ctx context.Context, t *client.Tree, root, pred string) (n int64, method string, err error) {
 	method = fmt.Sprintf("Find(%q, %q)", root, pred)
-	for it := range t.Find(ctx, root, pred, "", "", 0) {
+	for it := range t.Find(ctx, root, zx.FindOpts{Pred: pred}) {
 		if it.Err != nil {
 			if it.Dir == nil {
 				return n, method, it.Err
@@ -72,7 +72,7 @@ func zxGrep(ctx context.Context, t *client.Tree, root, pat string) (files int64,
 	s := &scanner{pat: []byte(pat)}
 	method = fmt.Sprintf("FindGet(%q, \"type=-\") scanning the data", root)
 	first := true
-	for it := range t.FindGet(ctx, root, "type=-", "", "", 0) {
+	for it := range t.FindGet(ctx, root, zx.FindOpts{Pred: "type=-"}) {
 		if it.Err != nil {
 			if first && errors.Is(it.Err, zx.ErrNotSupp) {
 				return zxGrepFallback(ctx, t, root, pat)
@@ -105,7 +105,7 @@ func zxGrepFallback(ctx context.Context, t *client.Tree, root, pat string) (int6
 	var ferr error
 	go func() {
 		defer close(gets)
-		for it := range t.Find(ctx, root, "type=-", "", "", 0) {
+		for it := range t.Find(ctx, root, zx.FindOpts{Pred: "type=-"}) {
 			if it.Err != nil {
 				if it.Dir == nil {
 					ferr = it.Err
@@ -154,7 +154,7 @@ func zxRmFind(ctx context.Context, t *client.Tree, root string) (int64, string, 
 	var dirs []string
 	var errcs []<-chan error
 	var n int64
-	for it := range t.Find(ctx, root, "", "", "", 0) {
+	for it := range t.Find(ctx, root, zx.FindOpts{}) {
 		if it.Err != nil {
 			if it.Dir == nil {
 				return n, method, it.Err
@@ -278,7 +278,7 @@ func zxLoopbackFindGet(ctx context.Context, addr string, runs int) (findget []fl
 		fgMethod = "FindGet"
 		t0 := time.Now()
 		var fgErr error
-		for it := range t.FindGet(ctx, "/tree", "type=-", "", "", 0) {
+		for it := range t.FindGet(ctx, "/tree", zx.FindOpts{Pred: "type=-"}) {
 			if it.Err != nil {
 				if it.Dir == nil {
 					fgErr = it.Err

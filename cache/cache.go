@@ -1697,17 +1697,17 @@ func (c *Cache) removeNoteLocked(p string, n int) {
 }
 
 // Find implements zx.Finder by passing the request on.
-func (c *Cache) Find(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (c *Cache) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	if f, ok := c.remote.(zx.Finder); ok {
-		return f.Find(ctx, p, pred, spref, dpref, depth0)
+		return f.Find(ctx, p, o)
 	}
 	return itemsFrom(ctx, []zx.Item{{Err: zx.E(zx.ErrNotSupp, "find", p, "")}})
 }
 
 // FindGet implements zx.Finder by passing the request on.
-func (c *Cache) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (c *Cache) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	if f, ok := c.remote.(zx.Finder); ok {
-		return f.FindGet(ctx, p, pred, spref, dpref, depth0)
+		return f.FindGet(ctx, p, o)
 	}
 	return itemsFrom(ctx, []zx.Item{{Err: zx.E(zx.ErrNotSupp, "findget", p, "")}})
 }

@@ -358,7 +358,7 @@ func (c *Cache) revalidate(ctx context.Context) error {
 	s, ep, at := c.seq, c.epoch, time.Now()
 	c.mu.Unlock()
 	var ds []zx.Dir
-	for it := range f.Find(ctx, "/", "", "", "", 0) {
+	for it := range f.Find(ctx, "/", zx.FindOpts{}) {
 		if it.Err != nil {
 			return fmt.Errorf("disk cache: revalidating: %w", it.Err)
 		}

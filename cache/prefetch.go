@@ -215,7 +215,7 @@ func (c *Cache) runPrefetch(pf *prefetch) {
 	if pf == nil {
 		return
 	}
-	ic := c.remote.(zx.Finder).Find(pf.ctx, pf.root, pf.pred, "", "", 0)
+	ic := c.remote.(zx.Finder).Find(pf.ctx, pf.root, zx.FindOpts{Pred: pf.pred})
 	go func() {
 		defer pf.cancel()
 		ok := true

@@ -379,8 +379,8 @@ type heldFind struct {
 	release chan struct{}
 }
 
-func (h *heldFind) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	in := h.FS.Find(ctx, path, pred, spref, dpref, depth0)
+func (h *heldFind) Find(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
+	in := h.FS.Find(ctx, path, o)
 	out := make(chan zx.Item)
 	go func() {
 		defer close(out)

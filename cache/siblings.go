@@ -342,7 +342,7 @@ func (c *Cache) sibIssue(f zx.Finder, s *sibStream, now time.Time) func() {
 	pr := sibPred(c.opts.SiblingFile, s.from, s.to)
 	c.sib.wg.Add(1)
 	return func() {
-		ic := f.FindGet(ctx, dir, pr, "", "", 0)
+		ic := f.FindGet(ctx, dir, zx.FindOpts{Pred: pr})
 		go c.runSiblings(ctx, s, ic)
 	}
 }

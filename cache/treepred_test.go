@@ -63,7 +63,7 @@ func TestTreePred(t *testing.T) {
 					t.Fatalf("%s: %v", pr, err)
 				}
 				var got []string
-				for it := range pred.Find(ctx, fs, root, pr, "", "", 0) {
+				for it := range pred.Find(ctx, fs, root, zx.FindOpts{Pred: pr}) {
 					if it.Err != nil {
 						t.Fatalf("find %s %q: %v", root, pr, it.Err)
 					}

@@ -271,7 +271,7 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 	gen := t.gen
 	c.sib.wg.Add(1)
 	return func() {
-		ic := f.FindGet(ctx, t.root, pr, "", "", 0)
+		ic := f.FindGet(ctx, t.root, zx.FindOpts{Pred: pr})
 		go c.runTree(ctx, cancel, t, gen, ic)
 	}
 }

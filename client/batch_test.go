@@ -23,7 +23,7 @@ type scripted struct {
 	items chan zx.Item
 }
 
-func (s *scripted) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (s *scripted) Find(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
 	c := make(chan zx.Item)
 	go func() {
 		defer close(c)
@@ -38,8 +38,8 @@ func (s *scripted) Find(ctx context.Context, path, pred, spref, dpref string, de
 	return c
 }
 
-func (s *scripted) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	return s.Find(ctx, path, pred, spref, dpref, depth0)
+func (s *scripted) FindGet(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
+	return s.Find(ctx, path, o)
 }
 
 func entry(i int) zx.Dir {
@@ -53,7 +53,7 @@ func TestBatchesDoNotHoldEntries(t *testing.T) {
 	c := dial(t, serve(t, tr))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ic := c.Tree("").Find(ctx, "/", "", "", "", 0)
+	ic := c.Tree("").Find(ctx, "/", zx.FindOpts{})
 	n := 0
 	for round := range 20 {
 		// Up to 50 entries at once, then the walk stalls until the
@@ -106,7 +106,7 @@ func TestBatchesKeepOrderAndErrors(t *testing.T) {
 	close(tr.items)
 	c := dial(t, serve(t, tr))
 	i := 0
-	for it := range c.Tree("").FindGet(context.Background(), "/", "", "", "", 0) {
+	for it := range c.Tree("").FindGet(context.Background(), "/", zx.FindOpts{}) {
 		if i >= len(script) {
 			t.Fatalf("item %d beyond the %d sent: %v %v", i, len(script), it.Dir, it.Err)
 		}
@@ -315,7 +315,7 @@ func malformedBatches(t *testing.T, mode mux.Compression) {
 	for path := range bad {
 		var got []string
 		var ferr error
-		for it := range c.Tree("").Find(ctx, path, "", "", "", 0) {
+		for it := range c.Tree("").Find(ctx, path, zx.FindOpts{}) {
 			if it.Err != nil {
 				ferr = it.Err
 				continue
@@ -335,7 +335,7 @@ func malformedBatches(t *testing.T, mode mux.Compression) {
 	}
 	// And a well-formed find on the same connection still works.
 	n := 0
-	for it := range c.Tree("").Find(ctx, "/fine", "", "", "", 0) {
+	for it := range c.Tree("").Find(ctx, "/fine", zx.FindOpts{}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}

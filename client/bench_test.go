@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/lfs"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkFindGoSrc(b *testing.B) {
 	cpu0, gc0 := cpuTime(), gcTime()
 	b.ResetTimer()
 	for range b.N {
-		for it := range t.Find(ctx, "/", "", "", "", 0) {
+		for it := range t.Find(ctx, "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				b.Fatal(it.Err)
 			}

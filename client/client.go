@@ -785,19 +785,19 @@ func (t *Tree) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply
 }
 
 // Find implements zx.Finder: one request, however large the tree.
-func (t *Tree) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (t *Tree) Find(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
 	if t.local(path) {
-		return t.ctlFile().Find(ctx, pred, spref, dpref, depth0)
+		return t.ctlFile().Find(ctx, o)
 	}
-	return t.stream(ctx, &proto.Request{Op: proto.OpFind, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
+	return t.stream(ctx, &proto.Request{Op: proto.OpFind, Tree: t.name, Path: path, Pred: o.Pred, Spref: o.Spref, Dpref: o.Dpref, Depth: int64(o.Depth0)}, 0)
 }
 
 // FindGet implements zx.Finder.
-func (t *Tree) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (t *Tree) FindGet(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
 	if t.local(path) {
-		return t.ctlFile().Find(ctx, pred, spref, dpref, depth0)
+		return t.ctlFile().Find(ctx, o)
 	}
-	return t.stream(ctx, &proto.Request{Op: proto.OpFindGet, Tree: t.name, Path: path, Pred: pred, Spref: spref, Dpref: dpref, Depth: int64(depth0)}, 0)
+	return t.stream(ctx, &proto.Request{Op: proto.OpFindGet, Tree: t.name, Path: path, Pred: o.Pred, Spref: o.Spref, Dpref: o.Dpref, Depth: int64(o.Depth0)}, 0)
 }
 
 // Watch implements zx.Watcher. The watch is not counted as a round trip.

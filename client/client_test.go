@@ -123,7 +123,7 @@ func TestFindRoundTrips(t *testing.T) {
 
 	before := c.Stats().RoundTrips
 	n := 0
-	for it := range tr.Find(ctx, "/", "", "", "", 0) {
+	for it := range tr.Find(ctx, "/", zx.FindOpts{}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}
@@ -139,7 +139,7 @@ func TestFindRoundTrips(t *testing.T) {
 	// The paper's idiom: remove every *.o while the find streams.
 	before = c.Stats().RoundTrips
 	var errcs []<-chan error
-	for it := range tr.Find(ctx, "/", "~*.o", "", "", 0) {
+	for it := range tr.Find(ctx, "/", zx.FindOpts{Pred: "~*.o"}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}
@@ -157,7 +157,7 @@ func TestFindRoundTrips(t *testing.T) {
 		t.Fatalf("find and 1,000 removes took %d round trips, want at most 3", rt)
 	}
 	left := 0
-	for it := range tr.Find(ctx, "/", "~*.o", "", "", 0) {
+	for it := range tr.Find(ctx, "/", zx.FindOpts{Pred: "~*.o"}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}

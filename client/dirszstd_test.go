@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/mux"
@@ -68,7 +69,7 @@ func TestFindBytesOnTheLink(t *testing.T) {
 		}
 		st0 := c.Stats()
 		n := 0
-		for it := range c.Tree("").Find(ctx, "/", "", "", "", 0) {
+		for it := range c.Tree("").Find(ctx, "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				t.Fatal(it.Err)
 			}

@@ -57,7 +57,7 @@ func Example_removeObjectFiles() {
 
 	var removed []string
 	var errcs []<-chan error
-	for it := range t.Find(ctx, "/src", "~*.o", "", "", 0) {
+	for it := range t.Find(ctx, "/src", zx.FindOpts{Pred: "~*.o"}) {
 		if it.Err != nil {
 			log.Print(it.Err)
 			continue
@@ -73,7 +73,7 @@ func Example_removeObjectFiles() {
 	fmt.Println("removed:", strings.Join(removed, " "))
 
 	// What is left, again with one request.
-	for it := range t.Find(ctx, "/src", "type=-", "", "", 0) {
+	for it := range t.Find(ctx, "/src", zx.FindOpts{Pred: "type=-"}) {
 		fmt.Println("left:", it.Dir.Path())
 	}
 	// Output:
@@ -94,7 +94,7 @@ func ExampleTree_FindGet() {
 	}
 	defer c.Close()
 
-	for it := range c.Tree("").FindGet(ctx, "/src", "~*.go", "", "", 0) {
+	for it := range c.Tree("").FindGet(ctx, "/src", zx.FindOpts{Pred: "~*.go"}) {
 		switch {
 		case it.Err != nil:
 			log.Print(it.Err)

@@ -338,7 +338,7 @@ func TestResumeFind(t *testing.T) {
 			}
 			seen := map[string]int{}
 			var data int
-			for it := range find(ctx, "/", "", "", "", 0) {
+			for it := range find(ctx, "/", zx.FindOpts{}) {
 				if it.Err != nil {
 					t.Fatal(it.Err)
 				}
@@ -581,7 +581,7 @@ func TestResumeListing(t *testing.T) {
 	// every 150 KiB (a replayed find would meet the same cut every time).
 	c, p = faulty(t, fs, wan.Config{})
 	i = -1 // the root comes first
-	for it := range c.Tree("").Find(ctx, "/", "", "", "", 0) {
+	for it := range c.Tree("").Find(ctx, "/", zx.FindOpts{}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}

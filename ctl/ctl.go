@@ -285,7 +285,7 @@ func (f *File) Put(ctx context.Context, d zx.Dir, off int64, data io.Reader) <-c
 
 // Find answers a Find or FindGet whose path is the control file: its
 // entry, if the predicate matches it.
-func (f *File) Find(ctx context.Context, pr, spref, dpref string, depth0 int) <-chan zx.Item {
+func (f *File) Find(ctx context.Context, o zx.FindOpts) <-chan zx.Item {
 	c := make(chan zx.Item)
 	go func() {
 		defer close(c)
@@ -297,12 +297,12 @@ func (f *File) Find(ctx context.Context, pr, spref, dpref string, depth0 int) <-
 				return false
 			}
 		}
-		p, err := pred.Parse(pr)
+		p, err := pred.Parse(o.Pred)
 		if err != nil {
 			send(zx.Item{Err: &zx.Error{Kind: zx.ErrInvalid, Op: "find", Path: Path, Msg: err.Error(), Err: err}})
 			return
 		}
-		pred.Walk(ctx, f.Entry(), p, spref, dpref, depth0, nil, send)
+		pred.Walk(ctx, f.Entry(), p, o.Spref, o.Dpref, o.Depth0, nil, send)
 	}()
 	return c
 }

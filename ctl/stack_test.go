@@ -249,7 +249,7 @@ func TestStackStatus(t *testing.T) {
 	ctx := context.Background()
 	for _, tr := range []zx.Tree{s.c, s.conn.Tree("")} {
 		n := 0
-		for it := range tr.(zx.Finder).Find(ctx, "/", "", "", "", 0) {
+		for it := range tr.(zx.Finder).Find(ctx, "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				t.Fatal(it.Err)
 			}
@@ -262,7 +262,7 @@ func TestStackStatus(t *testing.T) {
 			t.Errorf("find / found %d entries, want 2 (/ and /f)", n)
 		}
 		var found []string
-		for it := range tr.(zx.Finder).Find(ctx, ctl.Path, "type=C", "", "", 0) {
+		for it := range tr.(zx.Finder).Find(ctx, ctl.Path, zx.FindOpts{Pred: "type=C"}) {
 			if it.Err != nil {
 				t.Fatal(it.Err)
 			}

@@ -246,7 +246,7 @@ func (r *run) findGet(ctx context.Context, f zx.Finder, root, pr string) error {
 			w.abort()
 		}
 	}()
-	for it := range f.FindGet(ctx, root, pr, root, "/", 0) {
+	for it := range f.FindGet(ctx, root, zx.FindOpts{Pred: pr, Spref: root, Dpref: "/"}) {
 		switch {
 		case it.Err != nil && it.Dir == nil:
 			return it.Err
@@ -283,7 +283,7 @@ func (r *run) findGet(ctx context.Context, f zx.Finder, root, pr string) error {
 func (r *run) findThenGet(ctx context.Context, src zx.Tree, root, pr string, prev *Snapshot) error {
 	var need []*entry
 	var total int64
-	for it := range pred.Find(ctx, src, root, pr, root, "/", 0) {
+	for it := range pred.Find(ctx, src, root, zx.FindOpts{Pred: pr, Spref: root, Dpref: "/"}) {
 		switch {
 		case it.Err != nil && it.Dir == nil:
 			return it.Err

@@ -84,7 +84,7 @@ func capture(t *testing.T, tr zx.Tree, excl string) state {
 	t.Helper()
 	st := state{}
 	var cur string
-	for it := range tr.(zx.Finder).FindGet(t.Context(), "/", excl, "/", "/", 0) {
+	for it := range tr.(zx.Finder).FindGet(t.Context(), "/", zx.FindOpts{Pred: excl, Spref: "/", Dpref: "/"}) {
 		must(t, it.Err)
 		if it.Dir != nil {
 			cur = it.Dir.Path()
@@ -107,7 +107,7 @@ func checkSnapshot(t *testing.T, dfs *FS, pref string, st state) {
 	ctx := t.Context()
 	got := state{}
 	var cur string
-	for it := range dfs.FindGet(ctx, pref, "", pref, "/", 0) {
+	for it := range dfs.FindGet(ctx, pref, zx.FindOpts{Spref: pref, Dpref: "/"}) {
 		if it.Err != nil {
 			t.Fatalf("findget %s: %v", pref, it.Err)
 		}
@@ -384,7 +384,7 @@ func TestFS(t *testing.T) {
 	dfs, err := Open(dir)
 	must(t, err)
 	var paths []string
-	for it := range dfs.Find(ctx, "/", "", "", "", 0) {
+	for it := range dfs.Find(ctx, "/", zx.FindOpts{}) {
 		must(t, it.Err)
 		paths = append(paths, it.Dir.Path()+":"+it.Dir.Type())
 	}
@@ -394,7 +394,7 @@ func TestFS(t *testing.T) {
 	}
 	// Predicates and rewriting work as in any tree.
 	var got []string
-	for it := range dfs.Find(ctx, "/b", "type=- | depth<1", "/b", "/x", 0) {
+	for it := range dfs.Find(ctx, "/b", zx.FindOpts{Pred: "type=- | depth<1", Spref: "/b", Dpref: "/x"}) {
 		must(t, it.Err)
 		got = append(got, it.Dir.Path())
 	}
@@ -421,7 +421,7 @@ func TestFS(t *testing.T) {
 	}
 	// A cancelled stream ends.
 	cctx, cancel := context.WithCancel(ctx)
-	c := dfs.Find(cctx, "/", "", "", "", 0)
+	c := dfs.Find(cctx, "/", zx.FindOpts{})
 	<-c
 	cancel()
 	for range c {
@@ -445,18 +445,18 @@ func (f *failing) Get(ctx context.Context, p string, off, count int64) <-chan zx
 	return f.Tree.Get(ctx, p, off, count)
 }
 
-func (f *failing) Find(ctx context.Context, p, pr, sp, dp string, d0 int) <-chan zx.Item {
-	return f.Tree.(zx.Finder).Find(ctx, p, pr, sp, dp, d0)
+func (f *failing) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return f.Tree.(zx.Finder).Find(ctx, p, o)
 }
 
-func (f *failing) FindGet(ctx context.Context, p, pr, sp, dp string, d0 int) <-chan zx.Item {
+func (f *failing) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	c := make(chan zx.Item)
 	go func() {
 		defer close(c)
-		for it := range f.Tree.(zx.Finder).FindGet(ctx, p, pr, sp, dp, d0) {
+		for it := range f.Tree.(zx.Finder).FindGet(ctx, p, o) {
 			if it.Dir != nil && it.Dir.Type() == zx.TypeFile && f.left.Add(-1) < 0 {
 				c <- zx.Item{Err: zx.E(zx.ErrIO, "findget", p, "connection lost")}
-				for range f.Tree.(zx.Finder).FindGet(ctx, "/", "false", "", "", 0) {
+				for range f.Tree.(zx.Finder).FindGet(ctx, "/", zx.FindOpts{Pred: "false"}) {
 				}
 				return
 			}

@@ -376,18 +376,18 @@ func (fs *FS) sendBlob(send func(zx.Item) bool, p string, d zx.Dir, off, count i
 }
 
 // Find implements zx.Finder.
-func (fs *FS) Find(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
-	return fs.find(ctx, "find", p, pr, spref, dpref, depth0, false)
+func (fs *FS) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return fs.find(ctx, "find", p, o, false)
 }
 
 // FindGet implements zx.Finder.
-func (fs *FS) FindGet(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
-	return fs.find(ctx, "findget", p, pr, spref, dpref, depth0, true)
+func (fs *FS) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return fs.find(ctx, "findget", p, o, true)
 }
 
-func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+func (fs *FS) find(ctx context.Context, op, p string, o zx.FindOpts, get bool) <-chan zx.Item {
 	return stream(ctx, op, p, func(send func(zx.Item) bool) error {
-		pp, err := pred.Parse(ps)
+		pp, err := pred.Parse(o.Pred)
 		if err != nil {
 			return &zx.Error{Kind: zx.ErrInvalid, Op: op, Path: p, Msg: err.Error(), Err: err}
 		}
@@ -420,7 +420,7 @@ func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 i
 			}
 			return true
 		}
-		err = pred.Walk(ctx, r.d, pp, spref, dpref, depth0, readDir, emit)
+		err = pred.Walk(ctx, r.d, pp, o.Spref, o.Dpref, o.Depth0, readDir, emit)
 		if stop {
 			return nil
 		}

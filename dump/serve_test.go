@@ -37,7 +37,7 @@ func TestServed(t *testing.T) {
 	}
 	want := capture(t, tr, "")
 	got := 0
-	for it := range ct.FindGet(ctx, "/"+s1.Snapshot, "", "", "", 0) {
+	for it := range ct.FindGet(ctx, "/"+s1.Snapshot, zx.FindOpts{}) {
 		must(t, it.Err)
 		if it.Dir != nil {
 			got++

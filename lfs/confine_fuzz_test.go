@@ -93,7 +93,7 @@ func FuzzConfined(f *testing.F) {
 			<-tree.RemoveAll(ctx, p)
 		case 8:
 			<-tree.Link(ctx, p, q)
-			for it := range tree.FindGet(ctx, p, "", "", "", 0) {
+			for it := range tree.FindGet(ctx, p, zx.FindOpts{}) {
 				if it.Data != nil {
 					got = append(got, it.Data...)
 				}

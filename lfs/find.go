@@ -14,25 +14,25 @@ import (
 // Find walks the tree at path and sends the entries for which pred is
 // true, as zx.Finder says. It waits for earlier writes under path and then
 // lets later requests run while it walks.
-func (f *FS) Find(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	return f.find(ctx, "find", path, pred, spref, dpref, depth0, false)
+func (f *FS) Find(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
+	return f.find(ctx, "find", path, o, false)
 }
 
 // FindGet is Find that also sends the data of each matching regular file
 // after its entry.
-func (f *FS) FindGet(ctx context.Context, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	return f.find(ctx, "findget", path, pred, spref, dpref, depth0, true)
+func (f *FS) FindGet(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
+	return f.find(ctx, "findget", path, o, true)
 }
 
-func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+func (f *FS) find(ctx context.Context, opn, fpath string, o zx.FindOpts, get bool) <-chan zx.Item {
 	if ctl.Is(fpath) {
-		return f.ctl.Find(ctx, pr, spref, dpref, depth0)
+		return f.ctl.Find(ctx, o)
 	}
 	p, err := f.check(opn, fpath, false)
 	if err != nil {
 		return items(err)
 	}
-	pp, err := pred.Parse(pr)
+	pp, err := pred.Parse(o.Pred)
 	if err != nil {
 		return items(zx.Errorf(opn, p, err))
 	}
@@ -58,7 +58,7 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 			// The readers skip what the walk prunes: see pred.Walk.
 			w.ahead = newReader(f, func(d zx.Dir) bool {
 				real := d[zx.APath]
-				_, prune := pp.MatchPath(d, zx.Reprefix(real, spref, dpref), depth0+depthBelow(p, real))
+				_, prune := pp.MatchPath(d, zx.Reprefix(real, o.Spref, o.Dpref), o.Depth0+depthBelow(p, real))
 				return !prune
 			})
 		}
@@ -66,8 +66,8 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 		// Entries come with their paths rewritten; realPath maps them
 		// back for FindGet: a file's real directory is open in w.
 		realPath := func(q string) string {
-			for _, r := range []string{zx.Reprefix(q, dpref, spref), q} {
-				if zx.Reprefix(r, spref, dpref) == q && zx.HasPrefix(r, p) && (r == p || w.has(path.Dir(r))) {
+			for _, r := range []string{zx.Reprefix(q, o.Dpref, o.Spref), q} {
+				if zx.Reprefix(r, o.Spref, o.Dpref) == q && zx.HasPrefix(r, p) && (r == p || w.has(path.Dir(r))) {
 					return r
 				}
 			}
@@ -100,7 +100,7 @@ func (f *FS) find(ctx context.Context, opn, fpath, pr, spref, dpref string, dept
 			return true
 		}
 		// Every entry is a fresh map from readDir: no need to copy them.
-		err = pred.WalkOwned(ctx, root, pp, spref, dpref, depth0, w.readDir, emit)
+		err = pred.WalkOwned(ctx, root, pp, o.Spref, o.Dpref, o.Depth0, w.readDir, emit)
 		if err != nil && ctx.Err() == nil {
 			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
 		}

@@ -27,7 +27,7 @@ func TestFindGet(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "src/w.go"), []byte("package w"), 0644)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "src/a/pw.go"))
 	var got []string
-	for it := range f.FindGet(ctx, "/src", "~*.go", "/src", "/mnt/s", 3) {
+	for it := range f.FindGet(ctx, "/src", zx.FindOpts{Pred: "~*.go", Spref: "/src", Dpref: "/mnt/s", Depth0: 3}) {
 		switch {
 		case it.Err != nil:
 			t.Fatal(it.Err)
@@ -45,7 +45,7 @@ func TestFindGet(t *testing.T) {
 	}
 	// Find of a file, with the root rewritten.
 	got = nil
-	for it := range f.FindGet(ctx, "/src/w.go", "", "/", "/r", 1) {
+	for it := range f.FindGet(ctx, "/src/w.go", zx.FindOpts{Spref: "/", Dpref: "/r", Depth0: 1}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}
@@ -59,7 +59,7 @@ func TestFindGet(t *testing.T) {
 		t.Fatalf("findget of a file: %s", s)
 	}
 	// Bad predicate.
-	for it := range f.Find(ctx, "/", "size >", "", "", 0) {
+	for it := range f.Find(ctx, "/", zx.FindOpts{Pred: "size >"}) {
 		if !errors.Is(it.Err, zx.ErrInvalid) {
 			t.Fatalf("bad predicate: %v", it.Err)
 		}
@@ -82,7 +82,7 @@ func TestFindErrors(t *testing.T) {
 	}
 	defer func() { readDirHook = nil }()
 	var got []string
-	for it := range f.Find(t.Context(), "/", "", "", "", 0) {
+	for it := range f.Find(t.Context(), "/", zx.FindOpts{}) {
 		s := it.Dir.Path()
 		if it.Err != nil {
 			if !errors.Is(it.Err, zx.ErrNotExist) {
@@ -110,7 +110,7 @@ func BenchmarkFindGoSrc(b *testing.B) {
 	start := time.Now()
 	cpu0 := cpuTime()
 	for b.Loop() {
-		for it := range f.Find(b.Context(), "/", "", "", "", 0) {
+		for it := range f.Find(b.Context(), "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				b.Fatal(it.Err)
 			}
@@ -170,7 +170,7 @@ func TestFindReadAhead(t *testing.T) {
 	} {
 		t.Run(fd.pred, func(t *testing.T) {
 			run := func(first <-chan struct{}) []string {
-				c := f.Find(t.Context(), fd.path, fd.pred, fd.spref, fd.dpref, fd.depth0)
+				c := f.Find(t.Context(), fd.path, zx.FindOpts{Pred: fd.pred, Spref: fd.spref, Dpref: fd.dpref, Depth0: fd.depth0})
 				if first != nil {
 					// The walk stops when the stream's buffer is
 					// full, well before the end of the tree: the
@@ -253,7 +253,7 @@ func TestFindReadAheadError(t *testing.T) {
 		}
 	}
 	defer func() { aheadHook = nil }()
-	c := f.Find(t.Context(), "/", "", "", "", 0)
+	c := f.Find(t.Context(), "/", zx.FindOpts{})
 	select {
 	case <-read:
 	case <-time.After(10 * time.Second):

@@ -23,7 +23,7 @@ func TestXattrMemo(t *testing.T) {
 	find := func() zx.Dir {
 		t.Helper()
 		var got zx.Dir
-		for it := range f.Find(ctx, "/", "", "", "", 0) {
+		for it := range f.Find(ctx, "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				t.Fatal(it.Err)
 			}

@@ -32,7 +32,7 @@ func Example() {
 	}
 
 	var errcs []<-chan error
-	for it := range fs.Find(ctx, "/src", "~*.o", "", "", 0) {
+	for it := range fs.Find(ctx, "/src", zx.FindOpts{Pred: "~*.o"}) {
 		if it.Err != nil {
 			fmt.Println("find:", it.Err)
 			continue
@@ -45,7 +45,7 @@ func Example() {
 		}
 	}
 
-	for it := range fs.Find(ctx, "/src", "type=-", "", "", 0) {
+	for it := range fs.Find(ctx, "/src", zx.FindOpts{Pred: "type=-"}) {
 		fmt.Println(it.Dir.Path())
 	}
 	// Output:

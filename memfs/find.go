@@ -10,30 +10,30 @@ import (
 // Find implements zx.Finder. The walk runs when earlier conflicting
 // requests are done and collects its results before it streams them, so
 // it does not hold up later requests while the caller reads.
-func (fs *FS) Find(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
-	return fs.find(ctx, "find", p, pr, spref, dpref, depth0, false)
+func (fs *FS) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return fs.find(ctx, "find", p, o, false)
 }
 
 // FindGet implements zx.Finder. The data sent for each file is a snapshot
 // taken while walking.
-func (fs *FS) FindGet(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
-	return fs.find(ctx, "findget", p, pr, spref, dpref, depth0, true)
+func (fs *FS) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return fs.find(ctx, "findget", p, o, true)
 }
 
-func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+func (fs *FS) find(ctx context.Context, op, p string, o zx.FindOpts, get bool) <-chan zx.Item {
 	p, err := zx.CleanPath(p)
 	if err != nil {
 		return fs.errStream(ctx, op, p, zx.Errorf(op, p, err))
 	}
-	pr, err := pred.Parse(ps)
+	pr, err := pred.Parse(o.Pred)
 	if err != nil {
 		return fs.errStream(ctx, op, p, zx.Errorf(op, p, err))
 	}
 	s := fs.newStream(ctx, op, p)
-	o, wait := fs.enter(ctx, false, p)
+	entered, wait := fs.enter(ctx, false, p)
 	go func() {
 		if !wait() {
-			o.Done()
+			entered.Done()
 			s.cutOff = true
 			s.end(nil)
 			return
@@ -54,7 +54,7 @@ func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 i
 		}
 		fs.mu.RUnlock()
 		if err != nil {
-			o.Done()
+			entered.Done()
 			s.end(fail(op, p, err))
 			return
 		}
@@ -75,7 +75,7 @@ func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 i
 			return ds, nil
 		}
 		var found []zx.Item
-		err = pred.Walk(ctx, root, pr, spref, dpref, depth0, readDir, func(it zx.Item) bool {
+		err = pred.Walk(ctx, root, pr, o.Spref, o.Dpref, o.Depth0, readDir, func(it zx.Item) bool {
 			// The entry at spref itself is renamed too: a name is always
 			// the last element of its path.
 			if p := it.Dir.Path(); p != "" && it.Dir.Name() != "" {
@@ -88,7 +88,7 @@ func (fs *FS) find(ctx context.Context, op, p, ps, spref, dpref string, depth0 i
 			found = append(found, it)
 			return true
 		})
-		o.Done()
+		entered.Done()
 		for _, it := range found {
 			if !s.send(it) {
 				break

@@ -61,7 +61,7 @@ func TestFindWhileWaiting(t *testing.T) {
 	fs := New()
 	zxtest.MkTree(t, fs, "/x/a.o", "/x/b.o", "/x/y/c.o", "/x/y/d.c")
 	n := 0
-	for it := range fs.Find(ctx, "/x", "~*.o", "", "", 0) {
+	for it := range fs.Find(ctx, "/x", zx.FindOpts{Pred: "~*.o"}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}
@@ -133,8 +133,8 @@ func TestNoLeaks(t *testing.T) {
 	<-g
 	fs.Get(ctx, "/big", 0, -1)
 	fs.Get(ctx, "/nx", 0, -1)
-	fs.Find(ctx, "/", "", "", "", 0)
-	fs.FindGet(ctx, "/", "", "", "", 0)
+	fs.Find(ctx, "/", zx.FindOpts{})
+	fs.FindGet(ctx, "/", zx.FindOpts{})
 	fs.Watch(ctx, "/d")
 	fs.Watch(ctx, "/nx")
 	pr, pw := io.Pipe()

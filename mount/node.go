@@ -975,7 +975,7 @@ func (m *FS) otherName(ctx context.Context, d zx.Dir, p string) string {
 	fctx, stop := context.WithCancel(rctx)
 	defer stop()
 	found := ""
-	for it := range f.Find(fctx, "/", "type=- & ino="+ino, "", "", 0) {
+	for it := range f.Find(fctx, "/", zx.FindOpts{Pred: "type=- & ino=" + ino}) {
 		if found == "" && it.Err == nil && same(it.Dir) {
 			found = it.Dir.Path()
 			stop()

@@ -146,7 +146,7 @@ func (w *walker) walk(d zx.Dir, depth int) error {
 }
 
 // Find is the generic fallback for find requests: if t implements
-// zx.Finder, it returns t.Find(ctx, path, pred, spref, dpref, depth0);
+// zx.Finder, it returns t.Find(ctx, path, o);
 // otherwise it walks t with Stat and directory Get (see Walk), in a
 // goroutine, streaming the matching entries on the returned unbuffered
 // channel, which is closed at the end.
@@ -157,9 +157,9 @@ func (w *walker) walk(d zx.Dir, depth int) error {
 // the stream goes on. When ctx is done the stream ends, and an Item with an
 // error of kind zx.ErrCanceled (or zx.ErrTimeout) is sent if the reader is
 // still waiting for one.
-func Find(ctx context.Context, t zx.Tree, path, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func Find(ctx context.Context, t zx.Tree, path string, o zx.FindOpts) <-chan zx.Item {
 	if f, ok := t.(zx.Finder); ok {
-		return f.Find(ctx, path, pred, spref, dpref, depth0)
+		return f.Find(ctx, path, o)
 	}
 	c := make(chan zx.Item)
 	go func() {
@@ -172,7 +172,7 @@ func Find(ctx context.Context, t zx.Tree, path, pred, spref, dpref string, depth
 				return false
 			}
 		}
-		p, err := Parse(pred)
+		p, err := Parse(o.Pred)
 		if err != nil {
 			send(zx.Item{Err: &zx.Error{Kind: zx.ErrInvalid, Op: "find", Path: path, Msg: err.Error(), Err: err}})
 			return
@@ -187,7 +187,7 @@ func Find(ctx context.Context, t zx.Tree, path, pred, spref, dpref string, depth
 			err = zx.E(zx.ErrIO, "find", cpath, "no entry")
 		}
 		if err != nil {
-			send(zx.Item{Dir: zx.Dir{zx.APath: zx.Reprefix(cpath, spref, dpref)}, Err: zx.Errorf("find", cpath, err)})
+			send(zx.Item{Dir: zx.Dir{zx.APath: zx.Reprefix(cpath, o.Spref, o.Dpref)}, Err: zx.Errorf("find", cpath, err)})
 			return
 		}
 		if root[zx.APath] == "" {
@@ -195,7 +195,7 @@ func Find(ctx context.Context, t zx.Tree, path, pred, spref, dpref string, depth
 			root[zx.APath] = cpath
 		}
 		readDir := func(p string) ([]zx.Dir, error) { return zx.ReadDir(ctx, t, p) }
-		err = Walk(ctx, root, p, spref, dpref, depth0, readDir, send)
+		err = Walk(ctx, root, p, o.Spref, o.Dpref, o.Depth0, readDir, send)
 		if err == nil {
 			err = ctx.Err() // send gave up
 		}

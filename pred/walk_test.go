@@ -108,15 +108,15 @@ func (t *memTree) RemoveAll(ctx context.Context, p string) <-chan error   { retu
 // finderTree is a memTree that implements zx.Finder.
 type finderTree struct{ *memTree }
 
-func (t finderTree) Find(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
+func (t finderTree) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	c := make(chan zx.Item, 1)
-	c <- zx.Item{Dir: zx.Dir{"path": "from-finder", "pred": pred}}
+	c <- zx.Item{Dir: zx.Dir{"path": "from-finder", "pred": o.Pred}}
 	close(c)
 	return c
 }
 
-func (t finderTree) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	return t.Find(ctx, p, pred, spref, dpref, depth0)
+func (t finderTree) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return t.Find(ctx, p, o)
 }
 
 var sample = []string{
@@ -365,7 +365,7 @@ func TestFind(t *testing.T) {
 	tr := newMemTree(sample...)
 	tr.bad["/a/.git/objects"] = zx.E(zx.ErrPermission, "get", "/a/.git/objects", "")
 
-	paths, errs := collect(Find(ctx, tr, "/a", "~*.go | d", "/a", "/src", 1))
+	paths, errs := collect(Find(ctx, tr, "/a", zx.FindOpts{Pred: "~*.go | d", Spref: "/a", Dpref: "/src", Depth0: 1}))
 	if want := []string{"/src", "/src/.git", "/src/.git/objects", "/src/c", "/src/c/x.go"}; !slices.Equal(paths, want) {
 		t.Errorf("Find: %q, want %q", paths, want)
 	}
@@ -373,13 +373,13 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find: errors %v, want one permission error", errs)
 	}
 
-	paths, _ = collect(Find(ctx, tr, "/", "depth=2 & d", "", "", 0))
+	paths, _ = collect(Find(ctx, tr, "/", zx.FindOpts{Pred: "depth=2 & d"}))
 	if want := []string{"/a/.git", "/a/c"}; !slices.Equal(paths, want) {
 		t.Errorf("Find depth: %q, want %q", paths, want)
 	}
 
 	// Bad predicate: one item with a syntax error.
-	paths, errs = collect(Find(ctx, tr, "/", "size <", "", "", 0))
+	paths, errs = collect(Find(ctx, tr, "/", zx.FindOpts{Pred: "size <"}))
 	var se *SyntaxError
 	if len(paths) != 0 || len(errs) != 1 || !errors.As(errs[0], &se) || se.Col != 7 ||
 		!errors.Is(errs[0], zx.ErrInvalid) || zx.KindOf(errs[0]) != zx.ErrInvalid {
@@ -387,19 +387,19 @@ func TestFind(t *testing.T) {
 	}
 
 	// Missing path.
-	paths, errs = collect(Find(ctx, tr, "/nope", "", "", "", 0))
+	paths, errs = collect(Find(ctx, tr, "/nope", zx.FindOpts{}))
 	if len(paths) != 0 || len(errs) != 1 || !errors.Is(errs[0], zx.ErrNotExist) {
 		t.Errorf("Find missing: %q %v", paths, errs)
 	}
 
 	// Bad path.
-	_, errs = collect(Find(ctx, tr, "/a/../..", "", "", "", 0))
+	_, errs = collect(Find(ctx, tr, "/a/../..", zx.FindOpts{}))
 	if len(errs) != 1 || !errors.Is(errs[0], zx.ErrInvalid) {
 		t.Errorf("Find bad path: %v", errs)
 	}
 
 	// Finders find themselves.
-	paths, _ = collect(Find(ctx, finderTree{tr}, "/", "d", "", "", 0))
+	paths, _ = collect(Find(ctx, finderTree{tr}, "/", zx.FindOpts{Pred: "d"}))
 	if want := []string{"from-finder"}; !slices.Equal(paths, want) {
 		t.Errorf("Find on a Finder: %q", paths)
 	}
@@ -408,7 +408,7 @@ func TestFind(t *testing.T) {
 func TestFindCancel(t *testing.T) {
 	tr := newMemTree(sample...)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := Find(ctx, tr, "/", "", "", "", 0)
+	c := Find(ctx, tr, "/", zx.FindOpts{})
 	it := <-c
 	if it.Err != nil || it.Dir["path"] != "/" {
 		t.Fatalf("first item %v", it)

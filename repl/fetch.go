@@ -124,7 +124,7 @@ func openFetch(ctx context.Context, t zx.Tree, paths []string) []<-chan zx.Item 
 	}
 	var streams []<-chan zx.Item
 	for _, b := range batches(paths) {
-		streams = append(streams, f.FindGet(ctx, b.root, b.pred, "", "", 0))
+		streams = append(streams, f.FindGet(ctx, b.root, zx.FindOpts{Pred: b.pred}))
 	}
 	return streams
 }

@@ -259,7 +259,7 @@ func (s *side) name() string { return sideNames[s.id] }
 // scan finds every entry of the tree.
 func (s *side) scan(ctx context.Context, excl string) error {
 	s.cur = map[string]*Entry{}
-	for it := range pred.Find(ctx, s.t, "/", excl, "", "", 0) {
+	for it := range pred.Find(ctx, s.t, "/", zx.FindOpts{Pred: excl}) {
 		if it.Err != nil {
 			if it.Dir != nil && it.Dir.Path() != "" {
 				s.bad = append(s.bad, badPath{it.Dir.Path(), it.Err})

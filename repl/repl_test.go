@@ -202,7 +202,7 @@ func snapshot(t *testing.T, tr zx.Tree) map[string]string {
 	t.Helper()
 	excl, _ := excludePred("")
 	m := map[string]string{}
-	for it := range tr.(zx.Finder).Find(ctx, "/", excl, "", "", 0) {
+	for it := range tr.(zx.Finder).Find(ctx, "/", zx.FindOpts{Pred: excl}) {
 		if it.Err != nil {
 			t.Fatalf("find: %v", it.Err)
 		}
@@ -450,13 +450,13 @@ func (t *flaky) Put(ctx context.Context, p string, d zx.Dir, off int64, r io.Rea
 	return t.Tree.Put(ctx, p, d, off, r)
 }
 
-func (t *flaky) Find(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
-	return t.Tree.(zx.Finder).Find(ctx, p, pr, spref, dpref, depth0)
+func (t *flaky) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
+	return t.Tree.(zx.Finder).Find(ctx, p, o)
 }
 
-func (t *flaky) FindGet(ctx context.Context, p, pr, spref, dpref string, depth0 int) <-chan zx.Item {
+func (t *flaky) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	t.finds.Add(1)
-	return t.Tree.(zx.Finder).FindGet(ctx, p, pr, spref, dpref, depth0)
+	return t.Tree.(zx.Finder).FindGet(ctx, p, o)
 }
 
 func TestInterrupted(t *testing.T) {

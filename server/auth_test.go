@@ -525,7 +525,7 @@ func TestReadOnlyKeyWritesNothing(t *testing.T) {
 		t.Fatalf("read-only key reading: %v", err)
 	}
 	n := 0
-	for it := range tr.Find(ctx, "/", "", "", "", 0) {
+	for it := range tr.Find(ctx, "/", zx.FindOpts{}) {
 		if it.Err != nil {
 			t.Fatalf("find: %v", it.Err)
 		}
@@ -611,7 +611,7 @@ func TestUngrantedTreeHidden(t *testing.T) {
 			"put":    func() error { _, err := zx.WriteFile(ctx, tr, "/x", nil, []byte("x")); return err }(),
 			"remove": <-tr.RemoveAll(ctx, "/d"),
 			"find": func() error {
-				for it := range tr.Find(ctx, "/", "", "", "", 0) {
+				for it := range tr.Find(ctx, "/", zx.FindOpts{}) {
 					if it.Err != nil {
 						return it.Err
 					}

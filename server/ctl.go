@@ -104,7 +104,7 @@ func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Reques
 		}
 		go c.reply(st, f.Put(ctx, req.Dir, req.Off, data), nil)
 	case proto.OpFind, proto.OpFindGet:
-		go c.items(st, f.Find(ctx, req.Pred, req.Spref, req.Dpref, int(req.Depth)))
+		go c.items(st, f.Find(ctx, zx.FindOpts{Pred: req.Pred, Spref: req.Spref, Dpref: req.Dpref, Depth0: int(req.Depth)}))
 	default:
 		return false
 	}

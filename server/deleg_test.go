@@ -64,7 +64,7 @@ func TestDelegationRecall(t *testing.T) {
 		}},
 		{"find from the root", func() (string, error) {
 			var size string
-			for it := range tb.Find(ctx, "/", "name=f", "", "", 0) {
+			for it := range tb.Find(ctx, "/", zx.FindOpts{Pred: "name=f"}) {
 				if it.Err != nil {
 					return "", it.Err
 				}

@@ -269,16 +269,16 @@ func (g *guard) Sync(ctx context.Context, path string) <-chan error {
 	return zx.Sync(ctx, g.t, path)
 }
 
-func (g *guard) Find(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
+func (g *guard) Find(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return g.items(g.ids(ctx), f.Find(ctx, path, p, spref, dpref, depth0))
+		return g.items(g.ids(ctx), f.Find(ctx, path, o))
 	}
-	return g.items(g.ids(ctx), pred.Find(ctx, g.t, path, p, spref, dpref, depth0))
+	return g.items(g.ids(ctx), pred.Find(ctx, g.t, path, o))
 }
 
-func (g *guard) FindGet(ctx context.Context, path, p, spref, dpref string, depth0 int) <-chan zx.Item {
+func (g *guard) FindGet(ctx context.Context, path string, o zx.FindOpts) <-chan zx.Item {
 	if f, ok := g.t.(zx.Finder); ok {
-		return g.items(g.ids(ctx), f.FindGet(ctx, path, p, spref, dpref, depth0))
+		return g.items(g.ids(ctx), f.FindGet(ctx, path, o))
 	}
 	c := make(chan zx.Item, 1)
 	c <- zx.Item{Err: zx.E(zx.ErrNotSupp, "findget", path, "tree cannot findget")}

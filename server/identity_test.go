@@ -119,7 +119,7 @@ func TestRequestsActAsKeyUser(t *testing.T) {
 		t.Errorf("stat of an unmapped file: %v %v", d, err)
 	}
 	found := false
-	for it := range m.Find(mctx, "/", "name=mapped", "", "", 0) {
+	for it := range m.Find(mctx, "/", zx.FindOpts{Pred: "name=mapped"}) {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}

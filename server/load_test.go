@@ -204,7 +204,7 @@ func TestLoad(t *testing.T) {
 				case k < 92: // find in someone's directory
 					other := fmt.Sprintf("/c%03d", rng.IntN(loadClients))
 					err := timed("find", func() error {
-						for it := range tr.Find(ctx, other, "size>1000", "", "", 0) {
+						for it := range tr.Find(ctx, other, zx.FindOpts{Pred: "size>1000"}) {
 							if it.Err != nil && !errors.Is(it.Err, zx.ErrNotExist) {
 								return it.Err
 							}

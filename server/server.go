@@ -560,12 +560,12 @@ func (c *conn) issue(ctx context.Context, st *mux.Stream, req *proto.Request, t 
 		var items <-chan zx.Item
 		if f, ok := t.(zx.Finder); ok {
 			if req.Op == proto.OpFind {
-				items = f.Find(ctx, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+				items = f.Find(ctx, req.Path, zx.FindOpts{Pred: req.Pred, Spref: req.Spref, Dpref: req.Dpref, Depth0: int(req.Depth)})
 			} else {
-				items = f.FindGet(ctx, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+				items = f.FindGet(ctx, req.Path, zx.FindOpts{Pred: req.Pred, Spref: req.Spref, Dpref: req.Dpref, Depth0: int(req.Depth)})
 			}
 		} else if req.Op == proto.OpFind {
-			items = pred.Find(ctx, t, req.Path, req.Pred, req.Spref, req.Dpref, int(req.Depth))
+			items = pred.Find(ctx, t, req.Path, zx.FindOpts{Pred: req.Pred, Spref: req.Spref, Dpref: req.Dpref, Depth0: int(req.Depth)})
 		} else {
 			go c.fail(st, zx.E(zx.ErrNotSupp, op, req.Path, "tree cannot findget"))
 			return

@@ -9,6 +9,6 @@ import (
 
 // findFallback walks a subtree whose tree cannot find, through its own
 // Stat and Get (which already rewrite paths).
-func findFallback(ctx context.Context, t *Tree, p, predicate, spref, dpref string, depth0 int) <-chan zx.Item {
-	return pred.Find(ctx, struct{ zx.Tree }{t}, p, predicate, spref, dpref, depth0)
+func findFallback(ctx context.Context, t *Tree, p string, o zx.FindOpts) <-chan zx.Item {
+	return pred.Find(ctx, struct{ zx.Tree }{t}, p, o)
 }

@@ -165,26 +165,28 @@ func (t *Tree) Wstat(ctx context.Context, p string, d zx.Dir) <-chan zx.Reply {
 	return t.reply(t.T.Wstat(ctx, t.real(p), d))
 }
 
-func (t *Tree) prefixes(spref, dpref string) (string, string) {
-	if spref == "" || dpref == "" {
-		return t.Prefix, "/"
+// opts returns find options for the tree below: the walk's paths come
+// back relative to the subtree, unless the caller rewrites them itself.
+func (t *Tree) opts(o zx.FindOpts) zx.FindOpts {
+	if o.Spref == "" || o.Dpref == "" {
+		o.Spref, o.Dpref = t.Prefix, "/"
+	} else {
+		o.Spref = t.real(o.Spref)
 	}
-	return t.real(spref), dpref
+	return o
 }
 
 // Find implements zx.Finder.
-func (t *Tree) Find(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	sp, dp := t.prefixes(spref, dpref)
+func (t *Tree) Find(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	f, ok := t.T.(zx.Finder)
 	if !ok {
-		return t.items(ctx, findFallback(ctx, t, p, pred, spref, dpref, depth0))
+		return t.items(ctx, findFallback(ctx, t, p, o))
 	}
-	return f.Find(ctx, t.real(p), pred, sp, dp, depth0)
+	return f.Find(ctx, t.real(p), t.opts(o))
 }
 
 // FindGet implements zx.Finder.
-func (t *Tree) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0 int) <-chan zx.Item {
-	sp, dp := t.prefixes(spref, dpref)
+func (t *Tree) FindGet(ctx context.Context, p string, o zx.FindOpts) <-chan zx.Item {
 	f, ok := t.T.(zx.Finder)
 	if !ok {
 		c := make(chan zx.Item, 1)
@@ -192,7 +194,7 @@ func (t *Tree) FindGet(ctx context.Context, p, pred, spref, dpref string, depth0
 		close(c)
 		return c
 	}
-	return f.FindGet(ctx, t.real(p), pred, sp, dp, depth0)
+	return f.FindGet(ctx, t.real(p), t.opts(o))
 }
 
 // Watch implements zx.Watcher.

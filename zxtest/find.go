@@ -11,14 +11,14 @@ import (
 
 // find issues a Find or FindGet on tr, through its Finder or, if it has
 // none, through pred.Find (and a Get per file for FindGet).
-func find(tr zx.Tree, ctx context.Context, p, pr, spref, dpref string, depth0 int, get bool) <-chan zx.Item {
+func find(tr zx.Tree, ctx context.Context, p string, o zx.FindOpts, get bool) <-chan zx.Item {
 	if f, ok := tr.(zx.Finder); ok {
 		if get {
-			return f.FindGet(ctx, p, pr, spref, dpref, depth0)
+			return f.FindGet(ctx, p, o)
 		}
-		return f.Find(ctx, p, pr, spref, dpref, depth0)
+		return f.Find(ctx, p, o)
 	}
-	c := pred.Find(ctx, tr, p, pr, spref, dpref, depth0)
+	c := pred.Find(ctx, tr, p, o)
 	if !get {
 		return c
 	}
@@ -40,7 +40,7 @@ func find(tr zx.Tree, ctx context.Context, p, pr, spref, dpref string, depth0 in
 			if it.Err != nil || it.Dir.Type() != zx.TypeFile {
 				continue
 			}
-			src := zx.Reprefix(it.Dir.Path(), dpref, spref)
+			src := zx.Reprefix(it.Dir.Path(), o.Dpref, o.Spref)
 			for dit := range tr.Get(ctx, src, 0, -1) {
 				if !send(dit) {
 					break
@@ -65,11 +65,11 @@ var findTree = []string{
 }
 
 // findPaths runs a find and returns the paths it sends, failing on errors.
-func (e *env) findPaths(p, pr, spref, dpref string, depth0 int) []string {
+func (e *env) findPaths(p string, o zx.FindOpts) []string {
 	e.t.Helper()
-	what := "find " + p + " " + pr
+	what := "find " + p + " " + o.Pred
 	var paths []string
-	for _, it := range collect(e, find(e.tr, e.ctx, p, pr, spref, dpref, depth0, false), what, true) {
+	for _, it := range collect(e, find(e.tr, e.ctx, p, o, false), what, true) {
 		if it.Err != nil {
 			e.t.Fatalf("%s: %v", what, it.Err)
 		}
@@ -82,11 +82,11 @@ func (e *env) findPaths(p, pr, spref, dpref string, depth0 int) []string {
 	return paths
 }
 
-func (e *env) wantFind(p, pr, spref, dpref string, depth0 int, want ...string) {
+func (e *env) wantFind(p string, o zx.FindOpts, want ...string) {
 	e.t.Helper()
-	got := e.findPaths(p, pr, spref, dpref, depth0)
+	got := e.findPaths(p, o)
 	if !slices.Equal(got, want) {
-		e.t.Fatalf("find %s %q %q %q %d:\n\t%s\nwant:\n\t%s", p, pr, spref, dpref, depth0,
+		e.t.Fatalf("find %s %+v:\n\t%s\nwant:\n\t%s", p, o,
 			strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }
@@ -94,12 +94,12 @@ func (e *env) wantFind(p, pr, spref, dpref string, depth0 int, want ...string) {
 var findTests = []subtest{
 	{"Find", func(e *env) {
 		e.mk(findTree...)
-		e.wantFind("/a", "type=d", "", "", 0, "/a", "/a/.git", "/a/d")
-		e.wantFind("/", "~*.go", "", "", 0, "/a/.git/x.go", "/a/b.go", "/a/d/e.go", "/z.go")
-		e.wantFind("/", "type=- & size>1k", "", "", 0, "/a/big")
-		e.wantFind("/a/d/e.go", "type=-", "", "", 0, "/a/d/e.go")
+		e.wantFind("/a", zx.FindOpts{Pred: "type=d"}, "/a", "/a/.git", "/a/d")
+		e.wantFind("/", zx.FindOpts{Pred: "~*.go"}, "/a/.git/x.go", "/a/b.go", "/a/d/e.go", "/z.go")
+		e.wantFind("/", zx.FindOpts{Pred: "type=- & size>1k"}, "/a/big")
+		e.wantFind("/a/d/e.go", zx.FindOpts{Pred: "type=-"}, "/a/d/e.go")
 		// Entries are full and equal to what Stat says.
-		for _, it := range collect(e, find(e.tr, e.ctx, "/", "", "", "", 0, false), "find /", true) {
+		for _, it := range collect(e, find(e.tr, e.ctx, "/", zx.FindOpts{}, false), "find /", true) {
 			if it.Err != nil {
 				e.t.Fatalf("find /: %v", it.Err)
 			}
@@ -108,13 +108,13 @@ var findTests = []subtest{
 	}},
 	{"FindDepth", func(e *env) {
 		e.mk(findTree...)
-		e.wantFind("/a", "depth<=1", "", "", 0, "/a", "/a/.git", "/a/b.go", "/a/big", "/a/c.txt", "/a/d")
-		e.wantFind("/a", "depth<=1", "", "", 1, "/a")
-		e.wantFind("/a", "depth=2 & type=-", "", "", 1, "/a/b.go", "/a/big", "/a/c.txt")
+		e.wantFind("/a", zx.FindOpts{Pred: "depth<=1"}, "/a", "/a/.git", "/a/b.go", "/a/big", "/a/c.txt", "/a/d")
+		e.wantFind("/a", zx.FindOpts{Pred: "depth<=1", Depth0: 1}, "/a")
+		e.wantFind("/a", zx.FindOpts{Pred: "depth=2 & type=-", Depth0: 1}, "/a/b.go", "/a/big", "/a/c.txt")
 	}},
 	{"FindPrune", func(e *env) {
 		e.mk(findTree...)
-		got := e.findPaths("/a", "name=.git & prune | type=-", "", "", 0)
+		got := e.findPaths("/a", zx.FindOpts{Pred: "name=.git & prune | type=-"})
 		var files []string
 		for _, p := range got {
 			if strings.HasPrefix(p, "/a/.git/") {
@@ -130,15 +130,15 @@ var findTests = []subtest{
 	}},
 	{"FindPrefix", func(e *env) {
 		e.mk(findTree...)
-		e.wantFind("/a", "type=-", "/a", "/x", 0,
+		e.wantFind("/a", zx.FindOpts{Pred: "type=-", Spref: "/a", Dpref: "/x"},
 			"/x/.git/config", "/x/.git/x.go", "/x/b.go", "/x/big", "/x/c.txt", "/x/d/e.go")
 		// The predicate sees the rewritten paths.
-		e.wantFind("/a", "path=/x/d/e.go", "/a", "/x", 0, "/x/d/e.go")
-		e.wantFind("/a/d", "type=-", "/", "/mnt/t", 2, "/mnt/t/a/d/e.go")
+		e.wantFind("/a", zx.FindOpts{Pred: "path=/x/d/e.go", Spref: "/a", Dpref: "/x"}, "/x/d/e.go")
+		e.wantFind("/a/d", zx.FindOpts{Pred: "type=-", Spref: "/", Dpref: "/mnt/t", Depth0: 2}, "/mnt/t/a/d/e.go")
 		// The entry at spref is renamed too: a name is the last element of its path.
-		e.wantFind("/a", "depth=0", "/a", "/x", 0, "/x")
-		e.wantFind("/a/d", "type=d", "/a/d", "/", 3, "/")
-		for _, it := range collect(e, find(e.tr, e.ctx, "/a/d", "", "/a", "/x", 1, false), "find with prefixes", true) {
+		e.wantFind("/a", zx.FindOpts{Pred: "depth=0", Spref: "/a", Dpref: "/x"}, "/x")
+		e.wantFind("/a/d", zx.FindOpts{Pred: "type=d", Spref: "/a/d", Dpref: "/", Depth0: 3}, "/")
+		for _, it := range collect(e, find(e.tr, e.ctx, "/a/d", zx.FindOpts{Spref: "/a", Dpref: "/x", Depth0: 1}, false), "find with prefixes", true) {
 			if it.Err != nil {
 				e.t.Fatal(it.Err)
 			}
@@ -158,7 +158,7 @@ var findTests = []subtest{
 			{"/nx", "type=d", zx.ErrNotExist},
 		} {
 			for _, get := range []bool{false, true} {
-				its := collect(e, find(e.tr, e.ctx, c.p, c.pr, "", "", 0, get), "find "+c.pr, true)
+				its := collect(e, find(e.tr, e.ctx, c.p, zx.FindOpts{Pred: c.pr}, get), "find "+c.pr, true)
 				if len(its) != 1 || its[0].Err == nil {
 					e.t.Fatalf("find %s %q: %v, want one error", c.p, c.pr, its)
 				}
@@ -169,7 +169,7 @@ var findTests = []subtest{
 	{"FindGet", func(e *env) {
 		e.mk(append(findTree, "/a/empty")...)
 		e.mk("/a/large:" + string(pseudoRandom(300<<10, 3)))
-		its := collect(e, find(e.tr, e.ctx, "/a", "name!=.git | prune", "/a", "/x", 0, true), "findget /a", true)
+		its := collect(e, find(e.tr, e.ctx, "/a", zx.FindOpts{Pred: "name!=.git | prune", Spref: "/a", Dpref: "/x"}, true), "findget /a", true)
 		type ent struct {
 			d    zx.Dir
 			data []byte

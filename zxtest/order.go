@@ -162,7 +162,7 @@ var cancelTests = []subtest{
 		}
 		e.mk(spec...)
 		ctx, cancel := context.WithCancel(e.ctx)
-		c := find(e.tr, ctx, "/", "type=-", "", "", 0, false)
+		c := find(e.tr, ctx, "/", zx.FindOpts{Pred: "type=-"}, false)
 		if it := recv(e, c, "find"); it.Err != nil {
 			e.t.Fatalf("find: %v", it.Err)
 		}

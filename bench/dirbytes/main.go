@@ -103,7 +103,7 @@ func measure(dir, w string, link wan.Config, mode mux.Compression) (result, erro
 		if err != nil {
 			return r, err
 		}
-		for it := range c.Tree("").Find(ctx, "/", "type=d", "", "", 0) {
+		for it := range c.Tree("").Find(ctx, "/", zx.FindOpts{Pred: "type=d"}) {
 			if it.Err != nil {
 				c.Close()
 				return r, it.Err
@@ -130,7 +130,7 @@ func measure(dir, w string, link wan.Config, mode mux.Compression) (result, erro
 	t0 := time.Now()
 	if w == "find" {
 		r.reqs = 1
-		for it := range t.Find(ctx, "/", "", "", "", 0) {
+		for it := range t.Find(ctx, "/", zx.FindOpts{}) {
 			if it.Err != nil {
 				return r, it.Err
 			}

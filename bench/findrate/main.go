@@ -127,7 +127,7 @@ func run(ctx context.Context, addr string) (rate float64, others, own int64, n i
 	t := c.Tree("")
 	all0, self0 := busyTicks(), selfTicks()
 	t0 := time.Now()
-	for it := range t.Find(ctx, "/", "", "", "", 0) {
+	for it := range t.Find(ctx, "/", zx.FindOpts{}) {
 		if it.Err != nil {
 			return 0, 0, 0, 0, 0, it.Err
 		}

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zxfs/zx"
 	"github.com/zxfs/zx/bench/internal/testbed"
 	"github.com/zxfs/zx/client"
 	"github.com/zxfs/zx/lfs"
@@ -140,7 +141,7 @@ func measure(dir, path string, find bool, rate int64, rtt time.Duration, mode mu
 	defer c.Close()
 	t := c.Tree("")
 	if find {
-		for it := range t.FindGet(ctx, path, "type=-", "", "", 0) {
+		for it := range t.FindGet(ctx, path, zx.FindOpts{Pred: "type=-"}) {
 			if it.Err != nil {
 				return r, it.Err
 			}

@@ -152,7 +152,7 @@ func runDemoSteps(ctx context.Context, out *bufio.Writer, conn *client.Conn, t *
 	const goFiles = "- & ~*.go"
 	err := step("zx find zx://ADDR/ '"+goFiles+"'  (counting)", func() (string, error) {
 		n := 0
-		for it := range t.Find(ctx, "/", goFiles, "", "", 0) {
+		for it := range t.Find(ctx, "/", zx.FindOpts{Pred: goFiles}) {
 			if it.Err != nil && it.Dir == nil {
 				return "", it.Err
 			}

@@ -53,7 +53,7 @@ func runFind(args []string) int {
 		return s.close(s.fail(err))
 	}
 	code = exitOK
-	for it := range t.Find(s.ctx, loc.Path, p, "", "", 0) {
+	for it := range t.Find(s.ctx, loc.Path, zx.FindOpts{Pred: p}) {
 		switch {
 		case it.Err != nil:
 			code = s.fail(it.Err)

@@ -27,7 +27,7 @@ func findGet(ctx context.Context, t interface {
 				return false
 			}
 		}
-		in := t.FindGet(ctx, path, pred, "", "", 0)
+		in := t.FindGet(ctx, path, zx.FindOpts{Pred: pred})
 		first, ok := <-in
 		if !ok {
 			return
@@ -66,7 +66,7 @@ func findThenGet(ctx context.Context, t interface {
 	queue := make(chan pending, 512)
 	go func() {
 		defer close(queue)
-		for it := range t.Find(ctx, path, pred, "", "", 0) {
+		for it := range t.Find(ctx, path, zx.FindOpts{Pred: pred}) {
 			p := pending{it: it}
 			if it.Err == nil && it.Dir.Type() == zx.TypeFile {
 				p.data = t.Get(ctx, it.Dir.Path(), 0, -1)

@@ -111,7 +111,7 @@ func (s *session) rmFind(t zxFinderTree, path, p string, recursive, force bool) 
 	var reqs []req
 	var dirs []string
 	code := exitOK
-	for it := range t.Find(ctx, path, p, "", "", 0) {
+	for it := range t.Find(ctx, path, zx.FindOpts{Pred: p}) {
 		if it.Err != nil {
 			code = s.fail(it.Err)
 			continue
