@@ -66,13 +66,13 @@ func TestKeyFiles(t *testing.T) {
 }
 
 func TestParseAuthorized(t *testing.T) {
-	k1, k2 := testKey(t), testKey(t)
+	k1, k2, k3 := testKey(t), testKey(t), testKey(t)
 	file := "# comment\n\n" +
 		FormatPublicKey(k1, "alice@laptop") + " user=alice tree=main:rw,src:ro uid=1000 gid=100 expires=2030-01-02\n" +
 		"  " + Fingerprint(k2) + " user=share tree=*:rw multiuser uidmap=0:0,1000:2000 gidmap=100:200\n"
-	g, err := ParseAuthorized([]byte(file), "authorized")
-	if err != nil {
-		t.Fatal(err)
+	g, problems := ParseAuthorized([]byte(file), "authorized")
+	if len(problems) != 0 {
+		t.Fatal(problems)
 	}
 	a := g[Fingerprint(k1)]
 	if a == nil || a.User != "alice" || a.Uid != 1000 || a.Gid != 100 || a.MultiUser || a.Line != 3 ||
@@ -103,6 +103,9 @@ func TestParseAuthorized(t *testing.T) {
 
 	for _, bad := range []struct{ line, want string }{
 		{"garbage user=x tree=*:rw", "neither a key"},
+		{KeyType + " AAAA!!!! user=x tree=*:rw", "not base64"},
+		{KeyType + " AAAA user=x tree=*:rw", "3 bytes, want 32"},
+		{KeyType, "without its key"},
 		{Fingerprint(k1) + " tree=*:rw", "no user="},
 		{Fingerprint(k1) + " user=x", "no tree="},
 		{Fingerprint(k1) + " user=x tree=main", "want NAME:ro or NAME:rw"},
@@ -114,11 +117,30 @@ func TestParseAuthorized(t *testing.T) {
 		{Fingerprint(k1) + " user=x tree=*:ro multiuser uidmap=1-2", "bad mapping"},
 		{Fingerprint(k1) + " user=x tree=*:ro rw", "want NAME=VALUE"},
 		{Fingerprint(k1) + " user=x tree=*:ro colour=red", "unknown option"},
-		{Fingerprint(k1) + " user=x tree=*:ro\n" + FormatPublicKey(k1, "") + " user=y tree=*:ro", "already granted on line 1"},
 	} {
-		_, err := ParseAuthorized([]byte(bad.line), "F")
-		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.HasPrefix(err.Error(), "F:") {
-			t.Errorf("%q: %v; want an error with the line number saying %q", bad.line, err, bad.want)
+		// The bad line is the third; the lines around it still grant.
+		file := "# keys\n" + Fingerprint(k2) + " user=good tree=*:ro\n" + bad.line + "\n" + FormatPublicKey(k3, "c") + " user=good3 tree=*:rw\n"
+		g, problems := ParseAuthorized([]byte(file), "F")
+		if len(problems) != 1 || problems[0].Line != 3 || !strings.Contains(problems[0].Error(), bad.want) || !strings.HasPrefix(problems[0].Error(), "F:3: ") {
+			t.Errorf("%q: %v; want one problem, line 3, saying %q", bad.line, problems, bad.want)
+		}
+		if g[Fingerprint(k2)] == nil || g[Fingerprint(k3)] == nil || len(g) != 2 {
+			t.Errorf("%q: the good lines around it grant %v", bad.line, g)
+		}
+		if strings.HasPrefix(bad.line, Fingerprint(k1)) && problems[0].Fingerprint != Fingerprint(k1) {
+			t.Errorf("%q: the problem does not name the line's key: %+v", bad.line, problems[0])
+		}
+	}
+	// A key on two lines: neither grants, whether the other is good or bad.
+	for _, file := range []string{
+		Fingerprint(k1) + " user=x tree=*:ro\n" + FormatPublicKey(k1, "") + " user=y tree=*:ro\n",
+		Fingerprint(k1) + " user=x tree=*:ro\n" + Fingerprint(k1) + " user=y colour=red\n",
+		Fingerprint(k1) + " user=y colour=red\n" + Fingerprint(k1) + " user=x tree=*:ro\n",
+	} {
+		g, problems := ParseAuthorized([]byte(file+Fingerprint(k2)+" user=good tree=*:ro\n"), "F")
+		if g[Fingerprint(k1)] != nil || g[Fingerprint(k2)] == nil || len(problems) == 0 || problems[len(problems)-1].Line != 2 ||
+			!strings.Contains(problems[len(problems)-1].Error(), "also on line 1") || problems[len(problems)-1].Fingerprint != Fingerprint(k1) {
+			t.Errorf("%q: grants %v, problems %v; want the key refused, line 2 saying it is also on line 1", file, g, problems)
 		}
 	}
 }
@@ -140,10 +162,22 @@ func TestAuthorizedLookup(t *testing.T) {
 	if _, err := a.Lookup(k2, time.Now()); err == nil || !strings.Contains(err.Error(), "not authorized") {
 		t.Fatalf("unknown key: %v", err)
 	}
-	// A broken file refuses everyone until fixed.
-	os.WriteFile(path, []byte("broken line that is longer\n"), 0o600)
+	// A broken line grants nothing, and the others keep working.
+	os.WriteFile(path, []byte("broken line that is longer\n"+FormatPublicKey(k1, "")+" user=alice tree=*:rw\n"+FormatPublicKey(k2, "")+" user=bob tree=main:rx\n"), 0o600)
+	if g, err := a.Lookup(k1, time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil || g.User != "alice" {
+		t.Fatalf("good line after a broken one: %v %v", g, err)
+	}
+	if _, err := a.Lookup(k2, time.Now()); err == nil || !strings.Contains(err.Error(), "is on line 3 of the server's authorized keys file, which grants nothing") ||
+		!strings.Contains(err.Error(), "want NAME:ro or NAME:rw") {
+		t.Fatalf("key on a broken line: %v", err)
+	}
+	if p := a.Problems(); len(p) != 2 || p[0].Line != 1 || p[1].Line != 3 || !strings.Contains(p[0].Error(), path+":1: ") {
+		t.Fatalf("problems: %v", p)
+	}
+	// A file that cannot be read refuses everyone until it can.
+	os.Remove(path)
 	if _, err := a.Lookup(k1, time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil || !strings.Contains(err.Error(), "cannot read its authorized keys") {
-		t.Fatalf("broken file: %v", err)
+		t.Fatalf("missing file: %v", err)
 	}
 	if _, err := LoadAuthorized(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Fatal("a missing file loaded")
@@ -178,12 +212,11 @@ func FuzzParseAuthorized(f *testing.F) {
 	f.Add([]byte("SHA256:Zmh6rfhivXdsj8GLjp+OIAiXFIVu4jOzkCpZHQ1fKSU user=s tree=*:rw multiuser uidmap=0:0,1:2 gidmap=3:4\n"))
 	f.Add([]byte("SHA256:x user= tree=:\n\n\t#\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		grants, err := ParseAuthorized(b, "F")
-		if err != nil {
-			if grants != nil {
-				t.Fatal("grants and an error")
+		grants, problems := ParseAuthorized(b, "F")
+		for _, p := range problems {
+			if p.Line < 1 || grants[p.Fingerprint] != nil && p.Fingerprint != "" {
+				t.Fatalf("problem %v, and the key is granted: %+v", p, grants[p.Fingerprint])
 			}
-			return
 		}
 		for fp, g := range grants {
 			if fp != g.Fingerprint || !ValidFingerprint(fp) || g.User == "" || len(g.Trees) == 0 || g.Line < 1 {

@@ -1,11 +1,11 @@
 package auth
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/ed25519"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,21 +59,45 @@ func (g *Grant) Access(tree string) Access {
 
 // Authorized is a server's file of authorized client keys (see
 // docs/security.md for its format). It is read again when it changes, so
-// keys can be added and revoked without restarting the server; a file that
-// no longer parses refuses every key until it is fixed.
+// keys can be added and revoked without restarting the server.
+//
+// A line that does not parse grants nothing, and every other line keeps
+// working: a typo made while adding a key must not lock out everyone else.
+// Such a line fails closed: the key it names, if it names one, is refused
+// with a message saying which line is wrong, and a key on two lines is
+// refused until one goes (which one was meant is a guess). Each bad line is
+// logged, with its number and why, when the file is read (SetLogger). A
+// file that cannot be read at all refuses every key until it can.
 type Authorized struct {
 	path string
 
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	grants  map[string]*Grant // by fingerprint
-	err     error
+	mu       sync.Mutex
+	log      *slog.Logger
+	modTime  time.Time
+	size     int64
+	read     bool
+	grants   map[string]*Grant     // by fingerprint
+	refused  map[string]*LineError // keys named on bad lines, by fingerprint
+	problems []*LineError          // the bad lines, in order
+	err      error                 // why the file cannot be read
 }
 
-// LoadAuthorized reads the authorized file at path.
+// A LineError is a line of an authorized file that grants nothing, and why.
+type LineError struct {
+	File        string
+	Line        int
+	Fingerprint string // the key the line names, if it could be read
+	Err         error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// LoadAuthorized reads the authorized file at path. It fails only if the
+// file cannot be read; lines that do not parse are in Problems.
 func LoadAuthorized(path string) (*Authorized, error) {
-	a := &Authorized{path: path}
+	a := &Authorized{path: path, log: slog.New(slog.DiscardHandler)}
 	if err := a.reload(); err != nil {
 		return nil, err
 	}
@@ -83,25 +107,57 @@ func LoadAuthorized(path string) (*Authorized, error) {
 // Path returns the file's name.
 func (a *Authorized) Path() string { return a.path }
 
+// SetLogger sets where the lines that grant nothing are reported, each
+// time the file is read, and reports those of the file as read now.
+func (a *Authorized) SetLogger(l *slog.Logger) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.log = l
+	a.report()
+}
+
+// Problems returns the lines of the file, as last read, that grant nothing.
+func (a *Authorized) Problems() []*LineError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reload()
+	return slices.Clone(a.problems)
+}
+
 // reload reads the file again if it changed. a.mu is held or a is new.
 func (a *Authorized) reload() error {
 	st, err := os.Stat(a.path)
-	if err != nil {
-		a.err = err
-		return err
-	}
-	if a.grants != nil && st.ModTime().Equal(a.modTime) && st.Size() == a.size {
+	if err == nil && a.read && st.ModTime().Equal(a.modTime) && st.Size() == a.size {
 		return a.err
 	}
-	b, err := os.ReadFile(a.path)
+	var b []byte
 	if err == nil {
-		var g map[string]*Grant
-		if g, err = ParseAuthorized(b, a.path); err == nil {
-			a.grants = g
+		b, err = os.ReadFile(a.path)
+	}
+	if err != nil {
+		if a.err == nil || a.err.Error() != err.Error() {
+			a.log.Error("cannot read the authorized keys file: every client key is refused until it can be read", "err", err)
+		}
+		a.err, a.read = err, false
+		return err
+	}
+	a.grants, a.problems = ParseAuthorized(b, a.path)
+	a.refused = make(map[string]*LineError)
+	for _, p := range a.problems {
+		if p.Fingerprint != "" {
+			a.refused[p.Fingerprint] = p
 		}
 	}
-	a.modTime, a.size, a.err = st.ModTime(), st.Size(), err
-	return err
+	a.modTime, a.size, a.read, a.err = st.ModTime(), st.Size(), true, nil
+	a.report()
+	return nil
+}
+
+// report logs the bad lines. a.mu is held.
+func (a *Authorized) report() {
+	for _, p := range a.problems {
+		a.log.Error("authorized keys file: a line grants nothing until it is fixed", "file", p.File, "line", p.Line, "why", p.Err)
+	}
 }
 
 // AuthError is why a server refused a client key. Its message is meant for
@@ -116,16 +172,18 @@ func (a *Authorized) Lookup(key ed25519.PublicKey, now time.Time) (*Grant, error
 	fp := Fingerprint(key)
 	a.mu.Lock()
 	err := a.reload()
-	g := a.grants[fp]
+	g, bad := a.grants[fp], a.refused[fp]
 	a.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, &AuthError{"the server cannot read its authorized keys file; tell its administrator"}
-	}
-	if g == nil {
+	case bad != nil:
+		return nil, &AuthError{fmt.Sprintf("key %s is on line %d of the server's authorized keys file, "+
+			"which grants nothing until it is fixed (%v): tell the server's administrator", fp, bad.Line, bad.Err)}
+	case g == nil:
 		return nil, &AuthError{fmt.Sprintf("key %s is not authorized on this server: "+
 			"send your public key (zx keygen prints it) to the server's administrator", fp)}
-	}
-	if !g.Expires.IsZero() && !now.Before(g.Expires) {
+	case !g.Expires.IsZero() && !now.Before(g.Expires):
 		return nil, &AuthError{fmt.Sprintf("key %s of user %s expired on %s: ask the server's administrator to renew it",
 			fp, g.User, g.Expires.UTC().Format(time.RFC3339))}
 	}
@@ -133,43 +191,62 @@ func (a *Authorized) Lookup(key ed25519.PublicKey, now time.Time) (*Grant, error
 }
 
 // ParseAuthorized parses the contents of an authorized file; name is for
-// error messages.
-func ParseAuthorized(b []byte, name string) (map[string]*Grant, error) {
+// messages. It returns the grants of the lines that parse, and the lines
+// that grant nothing: those that do not parse, and every line of a key
+// that is on more than one (the first of them is reported).
+func ParseAuthorized(b []byte, name string) (map[string]*Grant, []*LineError) {
 	grants := make(map[string]*Grant)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
+	var problems []*LineError
+	first := make(map[string]int) // the first line of each key
+	for i, text := range strings.Split(string(b), "\n") {
+		n := i + 1
+		line := strings.TrimSpace(text)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		g, err := parseGrant(strings.Fields(line))
+		fp := g.Fingerprint
+		if fp != "" {
+			if l, ok := first[fp]; ok {
+				// Which line was meant is a guess: neither grants.
+				delete(grants, fp)
+				if err == nil {
+					err = fmt.Errorf("key %s is also on line %d: a key may be on one line only, so neither line grants anything", fp, l)
+				} else {
+					err = fmt.Errorf("%v (and key %s is also on line %d: neither line grants anything)", err, fp, l)
+				}
+			} else {
+				first[fp] = n
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+			problems = append(problems, &LineError{File: name, Line: n, Fingerprint: fp, Err: err})
+			continue
 		}
-		g.Line = n
-		if old := grants[g.Fingerprint]; old != nil {
-			return nil, fmt.Errorf("%s:%d: key %s already granted on line %d", name, n, g.Fingerprint, old.Line)
+		if l := first[fp]; l == n {
+			g.Line = n
+			grants[fp] = g
 		}
-		grants[g.Fingerprint] = g
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %v", name, n+1, err)
-	}
-	return grants, nil
+	return grants, problems
 }
 
+// parseGrant parses the fields of a line. On error, the grant returned
+// holds the line's key's fingerprint, if it got that far.
 func parseGrant(f []string) (*Grant, error) {
 	g := &Grant{Trees: map[string]Access{}, Uid: -1, Gid: -1}
+	return g, parseGrantFields(g, f)
+}
+
+func parseGrantFields(g *Grant, f []string) error {
 	switch {
 	case f[0] == KeyType:
 		if len(f) < 2 {
-			return nil, fmt.Errorf("%s without its key", KeyType)
+			return fmt.Errorf("%s without its key", KeyType)
 		}
 		pub, err := ParsePublicKey(f[0], f[1])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		g.Fingerprint = Fingerprint(pub)
 		f = f[2:]
@@ -182,12 +259,12 @@ func parseGrant(f []string) (*Grant, error) {
 		g.Fingerprint = f[0]
 		f = f[1:]
 	default:
-		return nil, fmt.Errorf("%q is neither a key (%s BASE64) nor a fingerprint (SHA256:...)", f[0], KeyType)
+		return fmt.Errorf("%q is neither a key (%s BASE64) nor a fingerprint (SHA256:...)", f[0], KeyType)
 	}
 	for _, opt := range f {
 		k, v, hasValue := strings.Cut(opt, "=")
 		if !hasValue && k != "multiuser" {
-			return nil, fmt.Errorf("option %q: want NAME=VALUE", opt)
+			return fmt.Errorf("option %q: want NAME=VALUE", opt)
 		}
 		var err error
 		switch k {
@@ -208,20 +285,20 @@ func parseGrant(f []string) (*Grant, error) {
 				case "rw":
 					a = ReadWrite
 				default:
-					return nil, fmt.Errorf("tree %q: want NAME:ro or NAME:rw", t)
+					return fmt.Errorf("tree %q: want NAME:ro or NAME:rw", t)
 				}
 				if name == "" || strings.ContainsAny(name, "/@") {
-					return nil, fmt.Errorf("bad tree name %q", name)
+					return fmt.Errorf("bad tree name %q", name)
 				}
 				if _, dup := g.Trees[name]; dup {
-					return nil, fmt.Errorf("tree %q granted twice", name)
+					return fmt.Errorf("tree %q granted twice", name)
 				}
 				g.Trees[name] = a
 			}
 		case "uid", "gid":
 			id, perr := strconv.ParseUint(v, 10, 31)
 			if perr != nil {
-				return nil, fmt.Errorf("bad %s %q", k, v)
+				return fmt.Errorf("bad %s %q", k, v)
 			}
 			if k == "uid" {
 				g.Uid = int(id)
@@ -231,7 +308,7 @@ func parseGrant(f []string) (*Grant, error) {
 		case "uidmap", "gidmap":
 			m, perr := parseIDMap(v)
 			if perr != nil {
-				return nil, fmt.Errorf("%s: %v", k, perr)
+				return fmt.Errorf("%s: %v", k, perr)
 			}
 			if k == "uidmap" {
 				g.UidMap = m
@@ -244,18 +321,18 @@ func parseGrant(f []string) (*Grant, error) {
 			err = fmt.Errorf("unknown option %q", k)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	switch {
 	case g.User == "":
-		return nil, fmt.Errorf("no user=NAME for key %s", g.Fingerprint)
+		return fmt.Errorf("no user=NAME for key %s", g.Fingerprint)
 	case len(g.Trees) == 0:
-		return nil, fmt.Errorf("no tree=NAME:ro|rw for key %s (tree=*:ro grants every tree)", g.Fingerprint)
+		return fmt.Errorf("no tree=NAME:ro|rw for key %s (tree=*:ro grants every tree)", g.Fingerprint)
 	case !g.MultiUser && (g.UidMap != nil || g.GidMap != nil):
-		return nil, fmt.Errorf("uidmap and gidmap are for multiuser keys only")
+		return fmt.Errorf("uidmap and gidmap are for multiuser keys only")
 	}
-	return g, nil
+	return nil
 }
 
 // parseIDMap parses "C:S,C:S".

@@ -55,8 +55,11 @@ func ParsePublicKey(typ, b64 string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("unknown key type %q (want %s)", typ, KeyType)
 	}
 	b, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("bad %s key %q", KeyType, b64)
+	if err != nil {
+		return nil, fmt.Errorf("bad %s key %q: not base64 (%v); paste the whole line zx keygen printed", KeyType, b64, err)
+	}
+	if len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("bad %s key %q: %d bytes, want %d; paste the whole line zx keygen printed", KeyType, b64, len(b), ed25519.PublicKeySize)
 	}
 	return ed25519.PublicKey(b), nil
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -37,6 +38,7 @@ type tlsServer struct {
 	dirs  map[string]string
 	srv   *server.Server
 	authz string // the authorized file
+	az    *auth.Authorized
 }
 
 func newKey(t *testing.T) ed25519.PrivateKey {
@@ -81,6 +83,7 @@ func startTLS(t *testing.T, addr, state, authorized string) *tlsServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.az = az
 	s.srv, err = server.New(trees, "main", server.Config{TLS: auth.ServerConfig(s.id), Authorized: az})
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +239,53 @@ func TestAuthorizedFileReload(t *testing.T) {
 		t.Fatalf("bob after being added: %v", err)
 	}
 	refusedWith(t, dialTLS(t, s, alice), "not authorized")
+}
+
+// A line of the authorized file that does not parse grants nothing, and
+// says so: the server logs which line and why, a key on that line is told
+// its line is broken, and every other key keeps working.
+func TestAuthorizedFileBadLine(t *testing.T) {
+	alice, bob, carol := newKey(t), newKey(t), newKey(t)
+	s := startTLS(t, "", t.TempDir(), grantLine(alice, "user=alice tree=*:rw")+grantLine(bob, "user=bob tree=*:rw"))
+	var out lockedBuffer
+	s.az.SetLogger(slog.New(slog.NewTextHandler(&out, nil)))
+	ctx := context.Background()
+	if _, err := zx.Stat(ctx, dialTLS(t, s, bob).Tree(""), "/d/f"); err != nil {
+		t.Fatalf("bob before the edit: %v", err)
+	}
+	// An edit leaves garbage on line 2, a typo in bob's line (4), bad
+	// base64 on line 5 and carol on two lines (6 and 7).
+	file := grantLine(alice, "user=alice tree=*:rw") +
+		"this is not a key\n" +
+		"# bob\n" +
+		grantLine(bob, "user=bob tree=*:rx") +
+		auth.KeyType + " AAAA%%%% user=x tree=*:ro\n" +
+		grantLine(carol, "user=carol tree=main:ro") + grantLine(carol, "user=carol tree=*:rw")
+	if err := os.WriteFile(s.authz, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := zx.ReadFile(ctx, dialTLS(t, s, alice).Tree(""), "/d/f")
+	if err != nil || string(b) != "contents of main" {
+		t.Fatalf("alice, whose line is good, after a bad edit elsewhere: %q, %v", b, err)
+	}
+	refusedWith(t, dialTLS(t, s, bob), "key "+auth.Fingerprint(pub(bob))+" is on line 4 of the server's authorized keys file, which grants nothing")
+	refusedWith(t, dialTLS(t, s, bob), `tree "*:rx": want NAME:ro or NAME:rw`)
+	refusedWith(t, dialTLS(t, s, carol), "also on line 6")
+	log := out.String()
+	for _, want := range []string{
+		`line=2 why="\"this\" is neither a key`,
+		`line=4 why="tree \"*:rx\": want NAME:ro or NAME:rw"`,
+		`line=5 why="bad zx-ed25519 key \"AAAA%%%%\": not base64`,
+		`line=7 why="key ` + auth.Fingerprint(pub(carol)) + ` is also on line 6`,
+	} {
+		if !strings.Contains(log, want) || !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "file="+s.authz) {
+			t.Errorf("the server's log does not say %s at level error with the file's name:\n%s", want, log)
+		}
+	}
+	// Each bad line is reported once per change of the file, not per client.
+	if n := strings.Count(log, "line=4 "); n != 1 {
+		t.Errorf("line 4 reported %d times:\n%s", n, log)
+	}
 }
 
 func TestPlainClientToTLSServer(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,6 +87,14 @@ func (r result) want(t *testing.T, code int, what string) result {
 // the test ends, whatever happens.
 func start(t *testing.T, re *regexp.Regexp, args ...string) string {
 	t.Helper()
+	addr, _ := startLog(t, re, args...)
+	return addr
+}
+
+// startLog is start, and also returns a function that returns what the
+// process has printed on stderr so far.
+func startLog(t *testing.T, re *regexp.Regexp, args ...string) (string, func() string) {
+	t.Helper()
 	cmd := exec.Command(zxBin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
@@ -106,17 +115,25 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) string {
 		}
 	})
 	addr := make(chan string, 1)
+	var mu sync.Mutex
 	var logb strings.Builder
+	log := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logb.String()
+	}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		found := false
 		for sc.Scan() {
-			if !found {
+			mu.Lock()
+			if logb.Len() < 1<<20 {
 				logb.WriteString(sc.Text() + "\n")
-				if m := re.FindStringSubmatch(sc.Text()); m != nil {
-					found = true
-					addr <- m[1]
-				}
+			}
+			mu.Unlock()
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && !found {
+				found = true
+				addr <- m[1]
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -125,13 +142,13 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) string {
 	}()
 	select {
 	case a := <-addr:
-		return a
+		return a, log
 	case <-exited:
-		t.Fatalf("zx %s exited before it was ready: %s", strings.Join(args, " "), logb.String())
+		t.Fatalf("zx %s exited before it was ready: %s", strings.Join(args, " "), log())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("zx %s: not ready after 10s", strings.Join(args, " "))
 	}
-	return ""
+	return "", log
 }
 
 var (

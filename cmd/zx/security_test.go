@@ -154,6 +154,36 @@ func TestTLSCommands(t *testing.T) {
 	}
 }
 
+// zx serve starts with an authorized file that has a bad line: it says on
+// stderr which line and why, and serves the keys of the other lines.
+func TestServeAuthorizedBadLine(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), []byte("hello\n"))
+	goodKey, goodPub := keygen(t)
+	badKey, badPub := keygen(t)
+	state := filepath.Join(t.TempDir(), "state")
+	id, err := auth.LoadServerIdentity(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte(goodPub+" user=good tree=main:rw\n"+badPub+" user=bad tree=main:rw expires=soon\n"))
+	addr, log := startLog(t, serveRe, "serve", "--listen", "127.0.0.1:0", "--tls", "--state", state, "--authorized", authz, dir)
+	want := "file=" + authz + " line=2 why=\"bad expires \\\"soon\\\""
+	if l := log(); !strings.Contains(l, want) || !strings.Contains(l, "level=ERROR") {
+		t.Errorf("zx serve's stderr does not report line 2 (%s):\n%s", want, l)
+	}
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	r := runZX(t, "", "get", "--tls", "--identity", goodKey, "--known-hosts", kh, "--trust", id.Fingerprint, "zx://"+addr+"/a.txt").want(t, 0, "get with the good key")
+	if r.stdout != "hello\n" {
+		t.Errorf("get printed %q", r.stdout)
+	}
+	r = runZX(t, "", "get", "--tls", "--identity", badKey, "--known-hosts", kh, "zx://"+addr+"/a.txt").want(t, 1, "get with the key on the bad line")
+	if !strings.Contains(r.stderr, "is on line 2 of the server's authorized keys file, which grants nothing until it is fixed (bad expires") {
+		t.Errorf("get with the key on the bad line: %s", r.stderr)
+	}
+}
+
 // openPTY opens a pseudo-terminal and returns its master and the name of
 // its slave.
 func openPTY(t *testing.T) (*os.File, string) {

@@ -44,7 +44,9 @@ func serveCommand() command {
 			"On loopback it speaks plain zx unless --tls is given. On any other address it speaks " +
 			"TLS 1.3 only and serves only clients whose keys the --authorized file lists, each with " +
 			"the trees and rights (ro or rw) given there (docs/security.md); it refuses to start " +
-			"without that file. Its own key and self-signed certificate are made on first start in " +
+			"without that file. The file is read again when it changes; a line in it that does not parse grants " +
+			"nothing while the others keep working, and is logged (file:line and why) at level error, at start and " +
+			"after each change. Its own key and self-signed certificate are made on first start in " +
 			"the --state directory; it prints the key's fingerprint, which clients pin (zx ls --trust " +
 			"FINGERPRINT ...). With --cert and --key it presents a certificate a CA signed instead " +
 			"(clients then use --ca). " +
@@ -236,6 +238,11 @@ func runServe(args []string) int {
 	logLevel.Set(lvl)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
 	cfg.Logger, cfg.LogLevel, cfg.TLS, cfg.Authorized = log, logLevel, tlsCfg, authz
+	if authz != nil {
+		// Lines that grant nothing are logged now and whenever the
+		// file changes.
+		authz.SetLogger(log)
+	}
 	cfg.Mux.Compression = compress.mode
 	if *stdio && !idleSet(fs) {
 		// The one connection is the ssh session's: it ends with it.
