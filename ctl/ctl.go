@@ -37,6 +37,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -153,12 +154,28 @@ func (f *File) Read(ctx context.Context) ([]byte, error) {
 	switch {
 	case err == nil:
 		b.Write(below)
-	case zx.KindOf(err) == zx.ErrNotExist:
+	case absent(err):
 		// The tree below has no control file (an in-memory tree, say).
+	case zx.KindOf(err) == zx.ErrNotExist:
+		// The tree itself is missing ("no tree named X"): the status
+		// of a tree that is not there is an error, not a short file.
+		return nil, err
 	default:
 		fmt.Fprintf(&b, "== below ?\nerror %s\n", oneLine(err.Error()))
 	}
 	return b.Bytes(), nil
+}
+
+// absent reports whether err says that the tree below has no control
+// file: a not-found error about the control file itself. Any other
+// not-found error (a server's "no tree named X", about the tree) is one to
+// report, never to take for a layer without a control file.
+func absent(err error) bool {
+	var ze *zx.Error
+	if errors.As(err, &ze) {
+		return ze.Kind == zx.ErrNotExist && (ze.Path == Path || ze.Path == "")
+	}
+	return zx.KindOf(err) == zx.ErrNotExist
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
@@ -203,7 +220,7 @@ func (f *File) Do(ctx context.Context, line string) error {
 			return nil
 		}
 		err := f.pass(ctx, "sync")
-		if zx.KindOf(err) == zx.ErrNotExist {
+		if absent(err) {
 			return nil // nothing below keeps a control file, so nothing to sync
 		}
 		return err

@@ -416,6 +416,27 @@ func TestNoControlBelow(t *testing.T) {
 	}
 }
 
+// TestMissingTree checks that the control file of a tree the server does
+// not have is an error, read or written, through the client and through a
+// cache over it: never a status with the layers below left out, nor a
+// sync that says all is flushed.
+func TestMissingTree(t *testing.T) {
+	ctx := context.Background()
+	s := newStack(t, false)
+	nc := s.conn.Tree("nosuchtree")
+	// No watch: New would wait WatchTimeout for one on a missing tree.
+	c := cache.New(nc, cache.Options{NoWatch: true})
+	defer c.Close()
+	for _, tr := range []zx.Tree{nc, c} {
+		if b, err := zx.ReadFile(ctx, tr, ctl.Path); zx.KindOf(err) != zx.ErrNotExist || !strings.Contains(err.Error(), "no tree named nosuchtree") {
+			t.Errorf("%T: read: %v\n%s", tr, err, b)
+		}
+		if err := write(ctx, tr, []byte("sync\n")); zx.KindOf(err) != zx.ErrNotExist || !strings.Contains(err.Error(), "no tree named nosuchtree") {
+			t.Errorf("%T: sync: %v", tr, err)
+		}
+	}
+}
+
 // write writes commands to the control file of t.
 func write(ctx context.Context, t zx.Tree, cmds []byte) error {
 	_, err := zx.WriteFile(ctx, t, ctl.Path, nil, cmds)

@@ -23,7 +23,7 @@ func ctlCommand() command {
 			"and returns when all are flushed. The path of the location is ignored: the control " +
 			"file is at the root of the tree. On a mount, cat and echo do the same: " +
 			"cat /mnt/zx/Ctl; echo sync > /mnt/zx/Ctl. See docs/ctl.md.",
-		exit:    "0 success; 1 the status could not be read, or CMD failed (an unknown command, pass below the last layer), with the reason; 2 bad usage.",
+		exit:    "0 success; 1 the tree is not there (or not granted), the status could not be read, or CMD failed (an unknown command, pass below the last layer), with the reason; 2 bad usage.",
 		example: "zx ctl zx://127.0.0.1/ pass debug on",
 		run:     runCtl,
 	}
@@ -52,7 +52,15 @@ func runCtl(args []string) int {
 		return s.close(s.fail(err))
 	}
 	if cmd := strings.TrimSpace(strings.Join(rest[1:], " ")); cmd != "" {
+		// A command the client alone carries out ("debug on") never
+		// asks the server, so the tree's root is asked for too, at
+		// the same time: a tree that is not there (or not granted)
+		// is an error whatever the command.
+		root := t.Stat(s.ctx, "/")
 		r := <-t.Put(s.ctx, ctl.Path, zx.Dir{}, 0, strings.NewReader(cmd+"\n"))
+		if rr := <-root; rr.Err != nil && zx.KindOf(rr.Err) == zx.ErrNotExist {
+			return s.close(s.fail(rr.Err))
+		}
 		if r.Err != nil {
 			return s.close(s.fail(r.Err))
 		}

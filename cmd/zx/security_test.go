@@ -122,6 +122,12 @@ func TestTLSCommands(t *testing.T) {
 	if !strings.Contains(r.stderr, "no tree named other that user wendy may use") {
 		t.Errorf("ls of an ungranted tree: %s", r.stderr)
 	}
+	for _, args := range [][]string{{}, {"sync"}} {
+		r = runZX(t, "", append([]string{"ctl", "--tls", "--identity", rwKey, "--known-hosts", kh, "zx://" + addr + "/@other/"}, args...)...).want(t, 1, fmt.Sprintf("ctl %v of an ungranted tree", args))
+		if !strings.Contains(r.stderr, "no tree named other that user wendy may use") || r.stdout != "" {
+			t.Errorf("ctl %v of an ungranted tree: %q %q", args, r.stdout, r.stderr)
+		}
+	}
 	// A read-only key reads but does not write.
 	runZX(t, "", "get", "--tls", "--identity", roKey, "--known-hosts", kh, loc+"b.txt").want(t, 0, "get with a ro key")
 	for _, args := range [][]string{

@@ -67,6 +67,13 @@ func TestCtlCommand(t *testing.T) {
 		t.Errorf("pass below the bottom: %s", r.stderr)
 	}
 	runZX(t, "", "ctl").want(t, 2, "zx ctl with no location")
+	// A tree that is not there is an error, whatever is asked of it.
+	for _, args := range [][]string{{}, {"sync"}, {"debug", "on"}, {"pass", "debug", "on"}, {"--json"}} {
+		r := runZX(t, "", append([]string{"ctl", loc + "@nosuchtree/"}, args...)...).want(t, 1, fmt.Sprintf("zx ctl %v of a missing tree", args))
+		if !strings.Contains(r.stderr, "no tree named nosuchtree") || r.stdout != "" {
+			t.Errorf("zx ctl %v of a missing tree printed %q, stderr %q", args, r.stdout, r.stderr)
+		}
+	}
 	// Not in listings.
 	r = runZX(t, "", "ls", loc).want(t, 0, "ls /")
 	if strings.Contains(r.stdout, "Ctl") {
