@@ -106,6 +106,11 @@ type Options struct {
 	// earlier session left there wait for WriteBack().Replay.
 	Journal string
 
+	// Delegate, with a Journal and a remote that can delegate
+	// (zx.Delegator), takes delegations: see Cache.Delegate and
+	// Cache.Delegated.
+	Delegate bool
+
 	Logger *slog.Logger
 }
 
@@ -140,6 +145,7 @@ type Cache struct {
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
+	dl     *delegs // delegations held (deleg.go); nil without
 	done   chan struct{}
 
 	pfStall time.Duration // prefetchStall, unless a test set it
@@ -317,6 +323,7 @@ func Open(remote zx.Tree, opts Options) (*Cache, error) {
 		}
 		t.Stop()
 	}
+	c.startDelegs()
 	if c.disk != nil {
 		c.mu.Lock()
 		n := len(c.disk.idx)
@@ -364,6 +371,13 @@ func (c *Cache) SetInvalidateBarrier(f func(done func())) {
 // Close stops the watch and the write-back queue (whose unsent records
 // stay journaled). The remote is not closed.
 func (c *Cache) Close() error {
+	if c.dl != nil {
+		// Given back while the connection is up: other clients need
+		// not wait out the lease.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.dl.returnAll(ctx)
+		cancel()
+	}
 	c.cancel()
 	<-c.done
 	c.sib.wg.Wait()

@@ -134,6 +134,9 @@ type record struct {
 	// Change, if set, is a change of the name space or of attributes
 	// (no ops, no data) rather than written data.
 	Change *Change `json:"change,omitempty"`
+	// Caller, if set, is the user the record's requests are made for
+	// (a mount shared by several users).
+	Caller *zx.Caller `json:"caller,omitempty"`
 
 	seg     *segment // where it is
 	dataOff int64    // where its data starts in the segment's file

@@ -241,13 +241,14 @@ func (w *WriteBack) publish(p string, pp *wbPath) {
 }
 
 // Write journals the writes ops (with their data, concatenated) to the
-// file at p, whose size is size once they are applied, and issues them.
+// file at p, whose size is size once they are applied, and issues them,
+// made for caller (nil: the tree's default user).
 // When it returns nil the writes survive a crash of the client, and they
 // are ordered before any request issued on the tree after it.
-func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
+func (w *WriteBack) Write(caller *zx.Caller, p string, ops []Op, data []byte, size int64) error {
 	w.mu.Lock()
 	w.seq++
-	r := &record{Seq: w.seq, Path: p, Ops: ops}
+	r := &record{Seq: w.seq, Path: p, Ops: ops, Caller: caller}
 	w.mu.Unlock()
 	// Journaling under no lock: records are written in parallel; their
 	// issue order is their seq order only per handle, which is what
@@ -278,10 +279,10 @@ func (w *WriteBack) Write(p string, ops []Op, data []byte, size int64) error {
 // after its directory. The channel receives the change's outcome once it
 // is settled: applied, or refused (then it is also a Conflict); not while
 // it waits in the journal for the server.
-func (w *WriteBack) Change(p string, c Change) (<-chan zx.Reply, error) {
+func (w *WriteBack) Change(caller *zx.Caller, p string, c Change) (<-chan zx.Reply, error) {
 	w.mu.Lock()
 	w.seq++
-	r := &record{Seq: w.seq, Path: p, Change: &c}
+	r := &record{Seq: w.seq, Path: p, Change: &c, Caller: caller}
 	w.mu.Unlock()
 	if err := w.j.write(r, nil); err != nil {
 		return nil, err
@@ -505,6 +506,9 @@ func (w *WriteBack) Contents(p string) ([]byte, bool) {
 func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 	r := wr.r
 	ctx := w.ctx
+	if r.Caller != nil {
+		ctx = zx.WithCaller(ctx, *r.Caller)
+	}
 	if r.Change == nil {
 		ctx = context.WithValue(ctx, writeBackKey{}, true)
 	}
@@ -709,6 +713,9 @@ func (w *WriteBack) settleChange(r *record, err error, tries int) (error, *Confl
 func (w *WriteBack) keep(r *record, err error) *Conflict {
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
+	if r.Caller != nil {
+		ctx = zx.WithCaller(ctx, *r.Caller)
+	}
 	cf := Conflict{Time: time.Now(), Path: r.Path, Op: "write"}
 	if zx.KindOf(err) == zx.ErrNotExist && len(r.Ops) > 0 && r.Ops[0].Whole {
 		if w.mkdirAll(ctx, parent(r.Path)) == nil && w.apply(ctx, r, r.Path, false) == nil {

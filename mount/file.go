@@ -487,12 +487,17 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 		return false, 0
 	}
 	p := h.n.path()
-	// With write-back, what is journaled may be sent again later (a
-	// record that failed): the caller syncs once the journal is through.
-	durable = durable && m.wb == nil
+	// With write-back (or under a delegation), what is journaled may be
+	// sent again later (a record that failed): the caller syncs once the
+	// journal is through.
+	release, back := m.backs(p)
+	if back {
+		defer release()
+	}
+	durable = durable && !back
 	var sc <-chan error // the sync, sent right behind the writes
 	if !h.s.dirty {
-		if m.wb == nil && (durable || h.flags&fuse.O_ANYWRITE != 0) {
+		if !back && (durable || h.flags&fuse.O_ANYWRITE != 0) {
 			// Close-to-open: a file created without waiting exists on
 			// the server once close returns, even if nothing was
 			// written, and writes sent without waiting are there.
@@ -522,8 +527,8 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 		}
 		return sc != nil, 0
 	}
-	if m.wb != nil {
-		e := h.writeBack(p)
+	if back {
+		e := h.writeBack(ctx, p)
 		if e == 0 {
 			// The mount's idea of the file's mtime moved on (see
 			// writeBack); the kernel may have fetched attributes
@@ -628,16 +633,17 @@ func (m *FS) statDirAhead(ctx context.Context, p string) <-chan zx.Reply {
 // them (close-to-open) and returns their first error, as does fsync.
 // Setattr uses it: tar sets times and modes on the open file before
 // closing it, and a Put after them would undo them. h.s.mu is held.
-func (h *handle) flushAhead() syscall.Errno {
+func (h *handle) flushAhead(from context.Context) syscall.Errno {
 	m := h.n.m
 	if !h.s.dirty || h.n.unlinked() {
 		return 0
 	}
-	if m.wb != nil {
-		return h.writeBack(h.n.path())
-	}
 	p := h.n.path()
-	ctx, done := m.bg(p)
+	if release, back := m.backs(p); back {
+		defer release()
+		return h.writeBack(from, p)
+	}
+	ctx, done := m.bg(from, p)
 	h.n.sendingWrites()
 	var rcs []<-chan zx.Reply
 	if h.s.rewrite {
@@ -689,7 +695,7 @@ func (h *handle) flushAhead() syscall.Errno {
 
 // writeBack journals the handle's writes and issues them without
 // waiting for the server (Options.WriteBack). h.s.mu is held.
-func (h *handle) writeBack(p string) syscall.Errno {
+func (h *handle) writeBack(ctx context.Context, p string) syscall.Errno {
 	m := h.n.m
 	var ops []cache.Op
 	var data []byte
@@ -706,7 +712,7 @@ func (h *handle) writeBack(p string) syscall.Errno {
 			data = append(data, op.data...)
 		}
 	}
-	if err := m.wb.Write(p, ops, data, h.s.size); err != nil {
+	if err := m.wb.Write(callerOf(ctx), p, ops, data, h.s.size); err != nil {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return syscall.EIO
 	}
@@ -735,17 +741,22 @@ func (h *handle) writeBack(p string) syscall.Errno {
 // more write-back record behind it, rather than sending a change that
 // waits for the server: the queue (which reads of the file answer from)
 // has it at once, and sends it in order, again if the link is down.
-func (n *node) truncateBack(size int64) bool {
+func (n *node) truncateBack(ctx context.Context, size int64) bool {
 	m := n.m
 	if m.wb == nil {
 		return false
 	}
 	p := n.path()
+	release, back := m.backs(p)
+	if !back {
+		return false
+	}
+	defer release()
 	d := n.dir()
 	if _, pending := m.wb.PendingSize(p); !pending || d == nil || d.Type() != zx.TypeFile {
 		return false
 	}
-	if err := m.wb.Write(p, []cache.Op{{Off: size, Trunc: true}}, nil, size); err != nil {
+	if err := m.wb.Write(callerOf(ctx), p, []cache.Op{{Off: size, Trunc: true}}, nil, size); err != nil {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return false
 	}

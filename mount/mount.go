@@ -62,6 +62,12 @@ type Options struct {
 	// (of a file, or of any directory: the mount point is the whole
 	// mount) waits for everything written before it.
 	WriteBack bool
+	// NoDelegations: never answer a close or a change without the
+	// server (strict close-to-open, as before delegations). Otherwise,
+	// with a cache that journals and a server that delegates, the mount
+	// asks for a delegation of each directory it makes, and under one,
+	// closes and changes return once journaled (docs/cache.md).
+	NoDelegations bool
 
 	Debug              bool   // log every FUSE request
 	AllowOther         bool   // let other users use the mount
@@ -80,7 +86,8 @@ type FS struct {
 	srv  *fuse.Server
 	root *node
 	w    interface{ Watching() bool }
-	wb   *cache.WriteBack
+	wb   *cache.WriteBack // the cache's write-back queue, if it journals
+	dl   delegator        // the cache's delegations, unless WriteBack or NoDelegations
 
 	noSync sync.Once // the tree said it cannot sync (logged once)
 
@@ -171,14 +178,15 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 		since: time.Now(), flags: ctl.NewFlags("debug"),
 	}
 	m.w, _ = t.(interface{ Watching() bool })
-	if opts.WriteBack {
-		if wt, ok := t.(interface{ WriteBack() *cache.WriteBack }); ok {
-			m.wb = wt.WriteBack()
-		}
-		if m.wb == nil {
-			cancel()
-			return nil, errors.New("mount: write-back needs a cache with a journal")
-		}
+	if wt, ok := t.(interface{ WriteBack() *cache.WriteBack }); ok {
+		m.wb = wt.WriteBack()
+	}
+	if opts.WriteBack && m.wb == nil {
+		cancel()
+		return nil, errors.New("mount: write-back needs a cache with a journal")
+	}
+	if !opts.WriteBack && !opts.NoDelegations && m.wb != nil {
+		m.dl, _ = t.(delegator)
 	}
 
 	// Check the tree, and fetch the root's listing: lookups of names in
@@ -230,6 +238,35 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	}
 	go m.invalLoop()
 	return m, nil
+}
+
+// delegator is implemented by cache.Cache: the delegations it holds.
+type delegator interface {
+	Delegate(p string)
+	Delegated(p string) (release func(), ok bool)
+}
+
+// backs reports whether a change of p is answered once journaled,
+// without waiting for the server: always with Options.WriteBack, and
+// under a delegation (see cache.Cache.Delegated). The caller journals and
+// issues the change, then calls release.
+func (m *FS) backs(p string) (release func(), ok bool) {
+	switch {
+	case m.opts.WriteBack:
+		return func() {}, true
+	case m.dl != nil:
+		return m.dl.Delegated(p)
+	}
+	return nil, false
+}
+
+// askDelegation asks, in the background, for a delegation of p, a
+// directory or file the mount has just made: nobody else can have cached
+// what it holds.
+func (m *FS) askDelegation(p string) {
+	if m.dl != nil {
+		m.dl.Delegate(p)
+	}
 }
 
 // FUSEOptions returns the FUSE mount options Mount uses with opts: the

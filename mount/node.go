@@ -505,7 +505,7 @@ func (n *node) flushAll(ctx context.Context) syscall.Errno {
 
 // flushAhead sends the unsent writes of the open handles of n without
 // waiting (see handle.flushAhead).
-func (n *node) flushAhead() syscall.Errno {
+func (n *node) flushAhead(ctx context.Context) syscall.Errno {
 	n.mu.Lock()
 	ws := n.ws
 	n.mu.Unlock()
@@ -515,7 +515,7 @@ func (n *node) flushAhead() syscall.Errno {
 	h := &handle{n: n, s: ws}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	return h.flushAhead()
+	return h.flushAhead(ctx)
 }
 
 func (m *FS) ro() syscall.Errno {
@@ -564,7 +564,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 		if ok && h.truncate(int64(size)) {
 			hasSize = false
-		} else if !ok && n.truncateBack(int64(size)) {
+		} else if !ok && n.truncateBack(ctx, int64(size)) {
 			hasSize = false
 		}
 	}
@@ -572,7 +572,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// Unsent writes go first: a later flush would undo the change
 		// (a Put sets mtime). They need not be waited for: the change
 		// is applied after them.
-		if e := n.flushAhead(); e != 0 {
+		if e := n.flushAhead(ctx); e != 0 {
 			return e
 		}
 	}
@@ -653,6 +653,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 		if nd, ok := n.createAhead(ctx, p, d); ok {
 			if nd.IsDir() {
 				n.linksChanged(+1)
+				n.m.askDelegation(p)
 			}
 			return n.newChild(ctx, nd, p, mark, out), nd, 0
 		}
@@ -667,6 +668,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 	n.m.freshNote(p, false)
 	if r.Dir.IsDir() {
 		n.linksChanged(+1)
+		n.m.askDelegation(p)
 	}
 	return n.newChild(ctx, r.Dir, p, mark, out), r.Dir, 0
 }

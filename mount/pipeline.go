@@ -117,8 +117,13 @@ func (m *FS) mayChange(ctx context.Context, dir, victim zx.Dir) bool {
 // bg returns a context for a request whose reply is awaited in the
 // background, bounded by the timeout, and registers the request as in
 // flight on paths until done is called.
-func (m *FS) bg(paths ...string) (ctx context.Context, done func()) {
+func (m *FS) bg(from context.Context, paths ...string) (ctx context.Context, done func()) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.Timeout)
+	if c := callerOf(from); c != nil {
+		// Made for the caller of the FUSE request, as a request waited
+		// for would be (see rctx).
+		ctx = zx.WithCaller(ctx, *c)
+	}
 	ch := make(chan struct{})
 	m.pmu.Lock()
 	m.pseq++
@@ -245,7 +250,7 @@ func (m *FS) Surprises() int64 { return m.surprises.Load() }
 // the tree under ctx.
 func (m *FS) changeAhead(ctx context.Context, p string, c cache.Change) <-chan zx.Reply {
 	if m.wb != nil {
-		rc, err := m.wb.Change(p, c)
+		rc, err := m.wb.Change(callerOf(ctx), p, c)
 		if err == nil {
 			return rc
 		}
@@ -268,6 +273,18 @@ func replyOf(ec <-chan error) <-chan zx.Reply {
 	c := make(chan zx.Reply, 1)
 	go func() { c <- zx.Reply{Err: <-ec} }()
 	return c
+}
+
+// callerOf returns the user a request is made for: the caller of the
+// FUSE request ctx, or the one ctx carries; nil if none.
+func callerOf(ctx context.Context) *zx.Caller {
+	if c, ok := ctx.(*fuse.Context); ok {
+		return &zx.Caller{Uid: int(c.Caller.Owner.Uid), Gid: int(c.Caller.Owner.Gid)}
+	}
+	if c, ok := zx.CallerFrom(ctx); ok {
+		return &c
+	}
+	return nil
 }
 
 // errOf turns a Reply into the outcome of a Move or Remove.
@@ -323,7 +340,7 @@ func (n *node) removeAhead(ctx context.Context, p string, dir bool) (syscall.Err
 			preserve(ctx, in) // open handles keep reading it
 		}
 	}
-	bctx, done := m.bg(p)
+	bctx, done := m.bg(ctx, p)
 	m.awaitErr("remove", p, errOf(m.changeAhead(bctx, p, cache.Change{Op: "remove"})), done)
 	m.forgetIno(d, p)
 	return 0, true
@@ -396,7 +413,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 	// keyed by path, a later file made at p could be taken for this one.
 	nd[zx.AIno] = "~" + strconv.FormatUint(m.provisional.Add(1), 10)
 	tmp := inoKey(nd, p)
-	bctx, done := m.bg(p)
+	bctx, done := m.bg(ctx, p)
 	rc := m.changeAhead(bctx, p, cache.Change{Op: "put", Dir: d})
 	go func() {
 		defer done()
@@ -450,7 +467,7 @@ func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (
 			preserve(ctx, in)
 		}
 	}
-	bctx, done := m.bg(from, to)
+	bctx, done := m.bg(ctx, from, to)
 	m.awaitErr("move", from, errOf(m.changeAhead(bctx, from, cache.Change{Op: "move", To: to})), done, to)
 	if td != nil && td[zx.AIno] != fd[zx.AIno] {
 		m.forgetIno(td, to)
@@ -523,7 +540,7 @@ func (n *node) wstatAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, bool
 		nd[k] = v
 	}
 	nd.SetTime(zx.ACtime, time.Now())
-	bctx, done := m.bg(p)
+	bctx, done := m.bg(ctx, p)
 	rc := m.changeAhead(bctx, p, cache.Change{Op: "wstat", Dir: d})
 	ws := n.openState()
 	go func() {

@@ -24,7 +24,7 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] [--siblings SIZE] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback|--strict] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] [--siblings SIZE] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
@@ -37,14 +37,19 @@ func mountCommand() command {
 			"(reads files, then moves into a subdirectory) the subtree's small files are streamed " +
 			"in its order, --siblings bytes ahead. With --cache-dir, file data " +
 			"is also kept on disk across mounts (revalidated with one find when mounting). " +
-			"By default close() returns once the server has the data (close-to-open); with " +
-			"--writeback it returns at once, the data journaled on local disk and sent in the " +
-			"background; fsync, 'zx sync MOUNTPOINT' and 'zx umount' wait for it, and a journal " +
-			"left by a crash is replayed at the next mount. Every wait for the server is bounded " +
+			"By default the mount asks the server for a delegation of each directory it makes " +
+			"(tar -x, git clone, cp -r into the mount): while it holds one, close() and changes " +
+			"inside return once journaled on local disk and are sent in the background; another " +
+			"client that looks there makes the server recall it first, so it sees everything " +
+			"whose close() returned. Elsewhere close() returns once the server has the data " +
+			"(close-to-open). --strict never uses delegations; with --writeback close() never " +
+			"waits for the server. fsync, 'zx sync MOUNTPOINT' and 'zx umount' wait for what is " +
+			"journaled, and a journal left by a crash is replayed at the next mount (in " +
+			"--cache-dir, default ~/.cache/zx). Every wait for the server is bounded " +
 			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"cache_dir=DIR, cache_size=SIZE, writeback, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, strict, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
 			"nonempty (mount on a directory that has entries, hiding them; refused otherwise); " +
 			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
@@ -66,6 +71,7 @@ type mountOptions struct {
 	cacheDir   string
 	cacheSize  int64
 	writeback  bool
+	strict     bool
 	idmap      string
 	prefetch   int
 	siblings   int64
@@ -125,6 +131,8 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.debug = true
 		case "writeback":
 			o.writeback = true
+		case "strict":
+			o.strict = true
 		case "nonempty":
 			o.nonempty = true
 		case "cache_dir":
@@ -166,6 +174,7 @@ func runMount(args []string) int {
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "keep file data on disk in `DIR` too, across mounts (and the write-back journal)")
 	cacheSize := fs.String("cache-size", "1G", "bound `SIZE` on the disk cache, e.g. 512M or 10G")
 	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
+	fs.BoolVar(&o.strict, "strict", false, "no delegations: every close() waits for the server")
 	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping `MAP`: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
 	siblings := fs.String("siblings", "8M", "`SIZE` in bytes of a directory's small files one read streams ahead, e.g. 2M (0: none)")
@@ -189,6 +198,9 @@ func runMount(args []string) int {
 	}
 	if o.prefetch < 0 {
 		return usageError(c, "--prefetch: want a number of entries, 0 for none")
+	}
+	if o.writeback && o.strict {
+		return usageError(c, "--writeback and --strict exclude each other: pick one (default: delegations)")
 	}
 	if o.mo.IDMap, err = mount.ParseIDMap(o.idmap); err != nil {
 		return usageError(c, err.Error())
@@ -342,7 +354,9 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 	if o.siblings <= 0 {
 		copts.SiblingBytes = -1
 	}
-	useDir := o.cacheDir != "" || o.writeback
+	// A journal: for write-back, for delegations (a change answered
+	// under one is journaled first), and for a disk cache.
+	useDir := o.cacheDir != "" || o.writeback || !o.strict
 	if !useDir {
 		// A write-back mount of this location left data in the default
 		// journal (a crash): replay it, even without --writeback now.
@@ -357,15 +371,24 @@ func mountForeground(loc client.Location, mnt string, o mountOptions) int {
 			return fail(err)
 		}
 		lock, err := lockDir(dir)
-		if err != nil {
+		switch {
+		case err != nil && (o.writeback || o.cacheDir != ""):
 			return fail(err)
-		}
-		defer lock.Close()
-		copts.Journal = filepath.Join(dir, "journal")
-		if o.cacheDir != "" {
-			copts.Dir, copts.DiskBytes = filepath.Join(dir, "data"), o.cacheSize
+		case err != nil:
+			// Another mount of this location uses the default
+			// journal: this one does without delegations.
+			log.Warn("no delegations: every close() waits for the server", "why", err)
+			o.strict = true
+		default:
+			defer lock.Close()
+			copts.Journal = filepath.Join(dir, "journal")
+			if o.cacheDir != "" {
+				copts.Dir, copts.DiskBytes = filepath.Join(dir, "data"), o.cacheSize
+			}
 		}
 	}
+	copts.Delegate = !o.strict && !o.writeback
+	o.mo.NoDelegations = o.strict
 
 	copts2, err := clientOptions(loc, o.sec)
 	if err != nil {

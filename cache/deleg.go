@@ -1,0 +1,296 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zxfs/zx"
+)
+
+// Delegations the cache holds from its remote (docs/design.md,
+// "Delegations"). The mount asks for one (Delegate) on a directory or file
+// it has just made; while one covers a path (Delegated), the mount answers
+// closes and changes there once they are in the write-back journal,
+// without waiting for the server. A recall from the server takes the
+// delegation away at once (so no new change is answered locally), waits
+// for the changes being journaled under it, sends again what waits for
+// the link, and gives it back: the server serves the other client once
+// everything sent before the return is applied.
+//
+// Lock order: delegs.mu, then a held's mu (never the other way); neither
+// is held across a request.
+type delegs struct {
+	c     *Cache
+	d     zx.Delegator
+	owner string
+
+	mu      sync.Mutex
+	held    map[string]*held // by path
+	asking  map[string]bool
+	up      bool // the recalls stream is in place
+	granted int64
+	refused int64
+	recalls int64
+}
+
+// held is one delegation. Changes made under it hold mu for reading while
+// they are journaled and issued; a recall takes it for writing, so that
+// every change answered under the delegation is on its way before the
+// delegation is given back.
+type held struct {
+	mu   sync.RWMutex
+	gone bool
+}
+
+// ownerFile is the file of the journal's directory that keeps the
+// owner id of the mount's delegations: a remount after a crash names the
+// same owner, and may find its delegations kept within their lease.
+const ownerFile = "owner"
+
+// ownerID returns the owner id kept in the journal directory dir, making
+// one the first time.
+func ownerID(dir string) (string, error) {
+	f := filepath.Join(dir, ownerFile)
+	if b, err := os.ReadFile(f); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var r [16]byte
+	rand.Read(r[:])
+	id := hex.EncodeToString(r[:])
+	tmp := f + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, f); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// startDelegs starts taking delegations from the remote, if it can give
+// them and the cache journals (a change answered under a delegation must
+// survive a crash of the client before the server has it).
+func (c *Cache) startDelegs() {
+	d, ok := c.remote.(zx.Delegator)
+	if !ok || c.wb == nil || !c.opts.Delegate {
+		return
+	}
+	owner, err := ownerID(c.opts.Journal)
+	if err != nil {
+		c.log.Warn("cache: no delegations: "+err.Error(), "journal", c.opts.Journal)
+		return
+	}
+	ds := &delegs{c: c, d: d, owner: owner, held: make(map[string]*held), asking: make(map[string]bool)}
+	c.dl = ds
+	go ds.loop()
+}
+
+// loop takes the recalls until the cache closes.
+func (ds *delegs) loop() {
+	ctx := ds.c.ctx
+	for r := range ds.d.Recalls(ctx, ds.owner) {
+		switch {
+		case r.Err != nil:
+			if zx.KindOf(r.Err) != zx.ErrNotSupp && ctx.Err() == nil {
+				ds.c.log.Warn("cache: delegations end", "err", r.Err)
+			}
+			ds.dropAll()
+			return
+		case r.Ready:
+			ds.mu.Lock()
+			again := !ds.up
+			ds.up = true
+			var paths []string
+			for p := range ds.held {
+				paths = append(paths, p)
+			}
+			ds.mu.Unlock()
+			if !again || len(paths) == 0 {
+				continue
+			}
+			// Back after a lost connection: what the server still
+			// holds for us is ours again; what it revoked is not.
+			for _, p := range paths {
+				go ds.confirm(p)
+			}
+		default:
+			go ds.recall(r.Path)
+		}
+	}
+}
+
+// confirm asks again for a delegation held before the connection was
+// lost, and gives it up if the server no longer grants it.
+func (ds *delegs) confirm(p string) {
+	ctx, cancel := context.WithTimeout(ds.c.ctx, time.Minute)
+	defer cancel()
+	if err := <-ds.d.Delegate(ctx, p); err != nil {
+		ds.drop(p)
+	}
+}
+
+// recall gives the delegation of p back.
+func (ds *delegs) recall(p string) {
+	ds.mu.Lock()
+	ds.recalls++
+	ds.mu.Unlock()
+	ds.drop(p)
+	// What waits for the link is sent again first; then the return,
+	// which the server applies after everything sent before it.
+	ds.c.wb.Retry()
+	ctx, cancel := context.WithTimeout(ds.c.ctx, time.Minute)
+	defer cancel()
+	if err := <-ds.d.Return(ctx, p); err != nil && ctx.Err() == nil {
+		ds.c.log.Warn("cache: giving a delegation back", "path", p, "err", err)
+	}
+}
+
+// drop forgets the delegation of p, once the changes being made under it
+// are journaled and issued.
+func (ds *delegs) drop(p string) {
+	ds.mu.Lock()
+	h := ds.held[p]
+	delete(ds.held, p)
+	ds.mu.Unlock()
+	if h != nil {
+		h.mu.Lock()
+		h.gone = true
+		h.mu.Unlock()
+	}
+}
+
+func (ds *delegs) dropAll() {
+	ds.mu.Lock()
+	var ps []string
+	for p := range ds.held {
+		ps = append(ps, p)
+	}
+	ds.up = false
+	ds.mu.Unlock()
+	for _, p := range ps {
+		ds.drop(p)
+	}
+}
+
+// Delegate asks, in the background, for a delegation of p (a directory or
+// file just made through the cache). Nothing waits for the answer: until
+// it is granted, changes under p are made as without.
+func (c *Cache) Delegate(p string) {
+	ds := c.dl
+	if ds == nil {
+		return
+	}
+	ds.mu.Lock()
+	if !ds.up || ds.asking[p] || ds.coveredLocked(p) != nil {
+		ds.mu.Unlock()
+		return
+	}
+	ds.asking[p] = true
+	ds.mu.Unlock()
+	ec := ds.d.Delegate(c.ctx, p)
+	go func() {
+		err := <-ec
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		delete(ds.asking, p)
+		if err != nil {
+			ds.refused++
+			return
+		}
+		ds.granted++
+		ds.held[p] = &held{}
+	}()
+}
+
+// coveredLocked returns the delegation that covers p, or nil. ds.mu is
+// held.
+func (ds *delegs) coveredLocked(p string) *held {
+	for q := p; ; q = parent(q) {
+		if h := ds.held[q]; h != nil {
+			return h
+		}
+		if q == "/" {
+			return nil
+		}
+	}
+}
+
+// Delegated reports whether a delegation covers p: then a change of p may
+// be answered once journaled, without waiting for the server. The caller
+// journals and issues the change, then calls release; until then a recall
+// waits.
+func (c *Cache) Delegated(p string) (release func(), ok bool) {
+	ds := c.dl
+	if ds == nil {
+		return nil, false
+	}
+	ds.mu.Lock()
+	h := ds.coveredLocked(p)
+	ds.mu.Unlock()
+	if h == nil {
+		return nil, false
+	}
+	h.mu.RLock()
+	if h.gone {
+		h.mu.RUnlock()
+		return nil, false
+	}
+	return h.mu.RUnlock, true
+}
+
+// DelegStats says what delegations the cache holds and did.
+type DelegStats struct {
+	Held                      []string
+	Granted, Refused, Recalls int64
+}
+
+// Delegations returns what the cache holds and did (nil without
+// delegations).
+func (c *Cache) Delegations() *DelegStats {
+	ds := c.dl
+	if ds == nil {
+		return nil
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	s := &DelegStats{Granted: ds.granted, Refused: ds.refused, Recalls: ds.recalls}
+	for p := range ds.held {
+		s.Held = append(s.Held, p)
+	}
+	return s
+}
+
+// returnAll gives every delegation back (the cache closes), after what
+// waits for the link is sent again, bounded by ctx.
+func (ds *delegs) returnAll(ctx context.Context) {
+	ds.mu.Lock()
+	var ps []string
+	for p := range ds.held {
+		ps = append(ps, p)
+	}
+	ds.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	for _, p := range ps {
+		ds.drop(p)
+	}
+	ds.c.wb.Retry()
+	var ecs []<-chan error
+	for _, p := range ps {
+		ecs = append(ecs, ds.d.Return(ctx, p))
+	}
+	for _, ec := range ecs {
+		<-ec
+	}
+}
