@@ -145,42 +145,62 @@ func (d Dir) FileMode() fs.FileMode {
 	if m&01000 != 0 {
 		fm |= fs.ModeSticky
 	}
-	switch d.Type() {
-	case TypeDir:
-		fm |= fs.ModeDir
-	case TypeLink:
-		fm |= fs.ModeSymlink
-	case TypeFifo:
-		fm |= fs.ModeNamedPipe
-	case TypeSocket:
-		fm |= fs.ModeSocket
-	case TypeCharDev:
-		fm |= fs.ModeDevice | fs.ModeCharDevice
-	case TypeBlkDev:
-		fm |= fs.ModeDevice
-	case TypeCtl:
-		fm |= fs.ModeIrregular
+	for _, t := range types {
+		if t.typ == d.Type() {
+			return fm | t.fs
+		}
 	}
 	return fm
 }
 
+// types is the one table of entry types and what other systems call them.
+var types = [...]struct {
+	typ  string
+	unix uint32      // stat(2) file type bits (S_IFMT)
+	fs   fs.FileMode // io/fs type bits
+}{
+	{TypeFile, 0o100000, 0},
+	{TypeDir, 0o040000, fs.ModeDir},
+	{TypeLink, 0o120000, fs.ModeSymlink},
+	{TypeFifo, 0o010000, fs.ModeNamedPipe},
+	{TypeSocket, 0o140000, fs.ModeSocket},
+	{TypeCharDev, 0o020000, fs.ModeDevice | fs.ModeCharDevice},
+	{TypeBlkDev, 0o060000, fs.ModeDevice},
+	// To POSIX programs a control file is a regular file.
+	{TypeCtl, 0o100000, fs.ModeIrregular},
+}
+
+// sIFMT is the mask of the file type bits in a stat(2) mode.
+const sIFMT = 0o170000
+
 // TypeOf returns the "type" attribute for an fs.FileMode.
 func TypeOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return TypeDir
-	case m&fs.ModeSymlink != 0:
-		return TypeLink
-	case m&fs.ModeNamedPipe != 0:
-		return TypeFifo
-	case m&fs.ModeSocket != 0:
-		return TypeSocket
-	case m&fs.ModeCharDevice != 0:
-		return TypeCharDev
-	case m&fs.ModeDevice != 0:
-		return TypeBlkDev
-	case m.IsRegular():
-		return TypeFile
+	for _, t := range types {
+		if m&fs.ModeType == t.fs {
+			return t.typ
+		}
+	}
+	return TypeCtl
+}
+
+// UnixType returns the stat(2) file type bits (S_IFREG, S_IFDIR ...) of
+// an entry type; 0 for a type zx does not know.
+func UnixType(typ string) uint32 {
+	for _, t := range types {
+		if t.typ == typ {
+			return t.unix
+		}
+	}
+	return 0
+}
+
+// TypeOfUnix returns the entry type of a stat(2) mode; TypeCtl for file
+// type bits zx does not know.
+func TypeOfUnix(mode uint32) string {
+	for _, t := range types {
+		if mode&sIFMT == t.unix {
+			return t.typ
+		}
 	}
 	return TypeCtl
 }

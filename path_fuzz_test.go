@@ -20,6 +20,13 @@ func FuzzCleanPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p, prefix string) {
 		c, err := CleanPath(p)
+		// The fast path for clean paths agrees with the slow one.
+		if sc, serr := cleanPath(p); sc != c || (serr == nil) != (err == nil) {
+			t.Fatalf("CleanPath(%q) = %q, %v; the slow path says %q, %v", p, c, err, sc, serr)
+		}
+		if isClean(p) != (err == nil && c == p) {
+			t.Fatalf("isClean(%q) = %v, but CleanPath says %q, %v", p, isClean(p), c, err)
+		}
 		if err != nil {
 			if c != "" {
 				t.Fatalf("CleanPath(%q) = %q with error %v", p, c, err)

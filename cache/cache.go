@@ -464,7 +464,7 @@ func (c *Cache) dataOnly(p string) bool {
 		c.dataNoteLocked(p, 1)
 		return true
 	}
-	if pe := c.ents[parent(p)]; (e == nil || e.d != nil) && pe != nil && pe.kids[path.Base(p)] {
+	if pe := c.ents[zx.Parent(p)]; (e == nil || e.d != nil) && pe != nil && pe.kids[path.Base(p)] {
 		// Its entry dropped (an earlier record failed for want of
 		// the server), the name still listed.
 		if _, ok := c.wb.Entry(p); ok {
@@ -482,7 +482,7 @@ func (c *Cache) dataNoteLocked(p string, n int) {
 		delete(c.dataPend, p)
 	}
 	for q := p; q != "/"; {
-		q = parent(q)
+		q = zx.Parent(q)
 		if c.dataBelow[q] += n; c.dataBelow[q] <= 0 {
 			delete(c.dataBelow, q)
 		}
@@ -507,7 +507,7 @@ func (c *Cache) dirUnchanged(p string) bool {
 // directory whose files have written-back data on its way (with the link
 // down, for as long as that lasts) can still be listed.
 func (c *Cache) namesPending(p string) bool {
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if c.pend[q] > 0 {
 			return true
 		}
@@ -522,7 +522,7 @@ func (c *Cache) namesPending(p string) bool {
 // in flight: then p must not be answered from the cache, but by the remote,
 // which applies requests in issue order.
 func (c *Cache) pendingOverlap(p string) bool {
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if c.pend[q] > 0 {
 			return true
 		}
@@ -537,7 +537,7 @@ func (c *Cache) pendAdd(paths ...string) {
 	for _, p := range paths {
 		c.pend[p]++
 		for q := p; q != "/"; {
-			q = parent(q)
+			q = zx.Parent(q)
 			c.pendBelow[q]++
 		}
 	}
@@ -549,7 +549,7 @@ func (c *Cache) pendDel(paths ...string) {
 			delete(c.pend, p)
 		}
 		for q := p; q != "/"; {
-			q = parent(q)
+			q = zx.Parent(q)
 			if c.pendBelow[q]--; c.pendBelow[q] <= 0 {
 				delete(c.pendBelow, q)
 			}
@@ -583,7 +583,7 @@ func (c *Cache) changedSince(s uint64, p string, listing bool) bool {
 				return true
 			case zx.HasPrefix(p, q) && (r.local || r.kind != zx.Changed):
 				return true // an ancestor was removed, moved or replaced
-			case listing && q != "/" && parent(q) == p:
+			case listing && q != "/" && zx.Parent(q) == p:
 				return true
 			case r.local && zx.HasPrefix(q, p):
 				return true
@@ -620,7 +620,7 @@ func (c *Cache) forget(p string) {
 
 func (c *Cache) staleParent(p string) {
 	if p != "/" {
-		if pe := c.ents[parent(p)]; pe != nil {
+		if pe := c.ents[zx.Parent(p)]; pe != nil {
 			pe.stale = true
 		}
 	}
@@ -632,7 +632,7 @@ func (c *Cache) staleParent(p string) {
 // at close) was applied after the write, so it shows its effect already.
 func (c *Cache) staleParentAfter(p string, issued time.Time) {
 	if p != "/" {
-		if pe := c.ents[parent(p)]; pe != nil && !pe.at.After(issued) {
+		if pe := c.ents[zx.Parent(p)]; pe != nil && !pe.at.After(issued) {
 			pe.stale = true
 		}
 	}
@@ -689,7 +689,7 @@ func (c *Cache) set(p string, d zx.Dir, at time.Time, watched bool) {
 	if p == "/" {
 		return
 	}
-	if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+	if pe := c.ents[zx.Parent(p)]; pe != nil && pe.kids != nil {
 		name := path.Base(p)
 		if d == nil {
 			delete(pe.kids, name)
@@ -736,13 +736,6 @@ func (c *Cache) setData(p string, d zx.Dir, data []byte) {
 }
 
 // ---- requests ----
-
-func parent(p string) string {
-	if p == "/" {
-		return "/"
-	}
-	return path.Dir(p)
-}
 
 func replyc(r zx.Reply) <-chan zx.Reply {
 	c := make(chan zx.Reply, 1)
@@ -792,7 +785,7 @@ func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
 			}
 			return replyc(zx.Reply{Dir: e.d.Clone()})
 		}
-		if pe, ok := c.listed(parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
+		if pe, ok := c.listed(zx.Parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
 			c.stats.Hits++
 			c.mu.Unlock()
 			return replyc(zx.Reply{Err: notExist("stat", p)})
@@ -800,7 +793,7 @@ func (c *Cache) Stat(ctx context.Context, p string) <-chan zx.Reply {
 	}
 	c.stats.Misses++
 	s, ep, at := c.seq, c.epoch, time.Now()
-	pp := parent(p)
+	pp := zx.Parent(p)
 	prefetch := !c.opts.NoPrefetch && p != "/" && !c.listing[pp] && !c.pendingOverlap(pp)
 	if prefetch {
 		if _, ok := c.listed(pp); ok {
@@ -911,18 +904,11 @@ func (c *Cache) installListing(p string, ds []zx.Dir, s, ep uint64, at time.Time
 	if e.kids != nil {
 		for name := range e.kids {
 			if !kids[name] {
-				c.drop(join(p, name))
+				c.drop(zx.Join(p, name))
 			}
 		}
 	}
 	e.kids, e.listAt, e.listWtch = kids, at, w
-}
-
-func join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }
 
 // Get implements zx.Tree. Complete listings and whole files up to
@@ -976,7 +962,7 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 				slices.Sort(names)
 				complete := true
 				for _, name := range names {
-					cp := join(p, name)
+					cp := zx.Join(p, name)
 					if c.wb != nil {
 						// Written back, not yet on the server:
 						// as the mount left it (see Stat).
@@ -1009,7 +995,7 @@ func (c *Cache) Get(ctx context.Context, p string, off, count int64) <-chan zx.I
 		} else if e.d.Type() == zx.TypeFile {
 			if data, ok := c.cachedData(p, e.d); ok {
 				c.stats.Hits++
-				c.sibTouch(parent(p))
+				c.sibTouch(zx.Parent(p))
 				resume := c.treeTouch(p)
 				c.mu.Unlock()
 				if resume != nil {
@@ -1335,7 +1321,7 @@ func (c *Cache) endWith(s uint64, paths []string, apply, release func()) {
 		for _, p := range paths {
 			if !covered[p] {
 				c.drop(p)
-				c.unlist(parent(p))
+				c.unlist(zx.Parent(p))
 			}
 		}
 	} else {
@@ -1510,7 +1496,7 @@ func (c *Cache) applyReply(p string, r zx.Reply, at, issued time.Time) {
 			// The parent's listing was wrong about p (or about
 			// the way to it): an exclusive create of a name it
 			// lacked found it taken.
-			c.unlist(parent(p))
+			c.unlist(zx.Parent(p))
 		}
 		return
 	}
@@ -1592,7 +1578,7 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 			if err != nil {
 				if zx.KindOf(err) == zx.ErrNotExist {
 					c.drop(f)
-					c.unlist(parent(f))
+					c.unlist(zx.Parent(f))
 				}
 				return
 			}
@@ -1616,7 +1602,7 @@ func (c *Cache) Move(ctx context.Context, from, to string) <-chan error {
 					}
 				}
 			} else {
-				c.unlist(parent(t))
+				c.unlist(zx.Parent(t))
 			}
 		})
 		out <- err
@@ -1706,7 +1692,7 @@ func (c *Cache) removeNoteLocked(p string, n int) {
 		if q == "/" {
 			break
 		}
-		q = parent(q)
+		q = zx.Parent(q)
 	}
 }
 

@@ -215,7 +215,7 @@ func (c *Cache) Delegate(p string) {
 // coveredLocked returns the delegation that covers p, or nil. ds.mu is
 // held.
 func (ds *delegs) coveredLocked(p string) *held {
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if h := ds.held[q]; h != nil {
 			return h
 		}

@@ -381,7 +381,7 @@ func (c *Cache) revalidate(ctx context.Context) error {
 			kids[p] = make(map[string]bool)
 		}
 		if p != "/" {
-			pp := parent(p)
+			pp := zx.Parent(p)
 			if kids[pp] == nil {
 				kids[pp] = make(map[string]bool)
 			}

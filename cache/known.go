@@ -28,7 +28,7 @@ func (c *Cache) Known(p string) (zx.Dir, bool) {
 		}
 		return e.d.Clone(), true
 	}
-	if pe, ok := c.listed(parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
+	if pe, ok := c.listed(zx.Parent(p)); ok && p != "/" && !pe.kids[path.Base(p)] {
 		return nil, true
 	}
 	return nil, false
@@ -54,7 +54,7 @@ func (c *Cache) KnownFree(p string) bool {
 	if e := c.ents[p]; e != nil {
 		return e.d == nil && e.watched && c.validEntry(e)
 	}
-	pe, ok := c.listed(parent(p))
+	pe, ok := c.listed(zx.Parent(p))
 	return ok && pe.listWtch && !pe.kids[path.Base(p)]
 }
 
@@ -74,7 +74,7 @@ func (c *Cache) KnownEmpty(p string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if c.pend[q] > 0 {
 			return false
 		}
@@ -87,7 +87,7 @@ func (c *Cache) KnownEmpty(p string) bool {
 		return false
 	}
 	for name := range e.kids {
-		if c.removing[join(p, name)] == 0 {
+		if c.removing[zx.Join(p, name)] == 0 {
 			return false
 		}
 	}
@@ -106,7 +106,7 @@ func (c *Cache) KnownDir(p string) (zx.Dir, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if c.pend[q] > 0 {
 			return nil, false
 		}

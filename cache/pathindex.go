@@ -1,5 +1,7 @@
 package cache
 
+import "github.com/zxfs/zx"
+
 // pathIndex is a set of clean paths that can list the members at and
 // below a path without scanning them all: drop of one path, for each
 // of the thousands of removes of an rm -rf, used to scan every cached
@@ -20,7 +22,7 @@ func (x *pathIndex) add(p string) {
 	}
 	x.in[p] = true
 	for p != "/" {
-		par := parent(p)
+		par := zx.Parent(p)
 		if par == p {
 			return
 		}
@@ -44,7 +46,7 @@ func (x *pathIndex) remove(p string) {
 	delete(x.in, p)
 	for p != "/" && !x.in[p] && len(x.kids[p]) == 0 {
 		delete(x.kids, p)
-		par := parent(p)
+		par := zx.Parent(p)
 		if par == p {
 			return
 		}

@@ -285,7 +285,7 @@ func (c *Cache) prefetchItem(pf *prefetch, it zx.Item) bool {
 		// A directory the find could not read comes right after its
 		// entry; an entry it could not read, in its place.
 		for _, d := range pf.stack {
-			if d.path == q || d.path == parent(q) {
+			if d.path == q || d.path == zx.Parent(q) {
 				d.bad = true
 			}
 		}
@@ -303,7 +303,7 @@ func (c *Cache) prefetchItem(pf *prefetch, it zx.Item) bool {
 		if len(pf.stack) > 0 {
 			top = pf.stack[len(pf.stack)-1]
 		}
-		if top == nil || top.path != parent(q) {
+		if top == nil || top.path != zx.Parent(q) {
 			return false
 		}
 		top.names = append(top.names, it.Dir.Name())
@@ -336,7 +336,7 @@ func (c *Cache) prefetchList(pf *prefetch, d *pfDir) {
 	}
 	kids := make(map[string]bool, len(d.names))
 	for _, name := range d.names {
-		if ce := c.ents[join(d.path, name)]; ce == nil || ce.d == nil {
+		if ce := c.ents[zx.Join(d.path, name)]; ce == nil || ce.d == nil {
 			return // dropped since (Flush): not complete
 		}
 		kids[name] = true
@@ -344,7 +344,7 @@ func (c *Cache) prefetchList(pf *prefetch, d *pfDir) {
 	// Children that went away since an earlier listing.
 	for name := range e.kids {
 		if !kids[name] {
-			c.drop(join(d.path, name))
+			c.drop(zx.Join(d.path, name))
 		}
 	}
 	e.unread = e.unread || e.kids == nil
@@ -389,7 +389,7 @@ func (c *Cache) prefetchAbsent(pf *prefetch, p string) bool {
 	if pf.ended || p == pf.root || p == pf.last || !pf.reached(p) {
 		return false
 	}
-	d := pf.open(parent(p))
+	d := pf.open(zx.Parent(p))
 	if d == nil || d.bad {
 		return false
 	}
@@ -481,7 +481,7 @@ func (c *Cache) nextAfterCut(chain []string, d string) bool {
 	if d == "/" {
 		return false
 	}
-	pp := parent(d)
+	pp := zx.Parent(d)
 	j := slices.Index(chain[:len(chain)-1], pp)
 	if j < 0 {
 		return false
@@ -493,7 +493,7 @@ func (c *Cache) nextAfterCut(chain []string, d string) bool {
 	}
 	for name := range pe.kids {
 		if name > from && name < to {
-			if e := c.ents[join(pp, name)]; e == nil || e.d == nil || e.d.IsDir() {
+			if e := c.ents[zx.Join(pp, name)]; e == nil || e.d == nil || e.d.IsDir() {
 				return false
 			}
 		}
@@ -512,7 +512,7 @@ func (c *Cache) knownFor(p string, list bool) bool {
 		_, ok := c.listed(p)
 		return ok
 	}
-	pe, ok := c.listed(parent(p))
+	pe, ok := c.listed(zx.Parent(p))
 	return ok && p != "/" && !pe.kids[p[strings.LastIndexByte(p, '/')+1:]]
 }
 

@@ -118,7 +118,7 @@ func (c *Cache) sibWait(ctx context.Context, p string, d zx.Dir) (w <-chan struc
 
 // sibWaitDir is sibWait for the sibling stream of p's directory.
 func (c *Cache) sibWaitDir(p string, d zx.Dir) <-chan struct{} {
-	dir, name := parent(p), path.Base(p)
+	dir, name := zx.Parent(p), path.Base(p)
 	s := c.sib.streams[dir]
 	if s == nil || p == "/" {
 		return nil
@@ -151,7 +151,7 @@ func (c *Cache) sibStart(p string, d zx.Dir) func() {
 	if !ok {
 		return nil
 	}
-	dir, name := parent(p), path.Base(p)
+	dir, name := zx.Parent(p), path.Base(p)
 	now := time.Now()
 	if c.treeFor(p, now) != nil {
 		return nil // a tree stream brings it, or will once resumed (treeTouch)
@@ -229,7 +229,7 @@ func (c *Cache) sibStartDir(dir string) func() {
 	if issue := c.treeStart(f, dir); issue != nil {
 		return issue
 	}
-	ps := c.sib.streams[parent(dir)]
+	ps := c.sib.streams[zx.Parent(dir)]
 	if ps == nil || now.Sub(ps.used) > sibForget {
 		return nil
 	}
@@ -293,7 +293,7 @@ func (c *Cache) sibPlan(s *sibStream, le *entry) bool {
 	s.plan = make(map[string]bool)
 	var total int64
 	for _, k := range names {
-		p := join(s.dir, k)
+		p := zx.Join(s.dir, k)
 		e := c.ents[p]
 		if !c.validEntry(e) {
 			// Not sure after all: bound it on our side.
@@ -465,7 +465,7 @@ func (c *Cache) runSiblings(ctx context.Context, s *sibStream, ic <-chan zx.Item
 			c.sibBeforeInstall(d)
 			c.mu.Lock()
 			finish()
-			if it.Dir.Type() == zx.TypeFile && parent(it.Dir.Path()) == s.dir {
+			if it.Dir.Type() == zx.TypeFile && zx.Parent(it.Dir.Path()) == s.dir {
 				d = it.Dir.Clone()
 				s.seen, s.open = d.Name(), true
 			}

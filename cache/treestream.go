@@ -164,10 +164,10 @@ func (c *Cache) treeStartAt(f zx.Finder, dir, from string) func() {
 		return nil
 	}
 	now := time.Now()
-	pp := parent(dir)
+	pp := zx.Parent(dir)
 	walking := false
 	for _, t := range c.sib.trees {
-		if !t.dead && t.root != "/" && parent(t.root) == pp && path.Base(t.root) < path.Base(dir) && now.Sub(t.used) < sibForget {
+		if !t.dead && t.root != "/" && zx.Parent(t.root) == pp && path.Base(t.root) < path.Base(dir) && now.Sub(t.used) < sibForget {
 			walking = true // the next directory after a tree streamed
 		}
 	}
@@ -179,11 +179,11 @@ func (c *Cache) treeStartAt(f zx.Finder, dir, from string) func() {
 	}
 	root := pp
 	for root != "/" {
-		s := c.sib.streams[parent(root)]
+		s := c.sib.streams[zx.Parent(root)]
 		if s == nil || s.reads < minTreeReads || now.Sub(s.used) >= sibForget {
 			break
 		}
-		root = parent(root)
+		root = zx.Parent(root)
 	}
 	// The sibling streams in the subtree are replaced by this one.
 	for _, s := range c.sib.streams {
@@ -284,8 +284,8 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 // upto, the entries after upto's ancestor (or upto).
 func treePred(maxSize int64, root, from, upto string) string {
 	var out []string
-	for q := from; q != root && q != "/"; q = parent(q) {
-		dir := parent(q)
+	for q := from; q != root && q != "/"; q = zx.Parent(q) {
+		dir := zx.Parent(q)
 		lo, op := dir+"/", ">="
 		if dir == "/" {
 			lo, op = "/", ">"
@@ -297,10 +297,10 @@ func treePred(maxSize int64, root, from, upto string) string {
 		if root == "/" {
 			depth++
 		}
-		for q := upto; q != root && q != "/"; q = parent(q) {
+		for q := upto; q != root && q != "/"; q = zx.Parent(q) {
 			// The children of dir after q: at q's depth, under dir
 			// (dir's descendants are the paths in (dir/, dir0)).
-			dir := parent(q)
+			dir := zx.Parent(q)
 			t := "depth=" + strconv.Itoa(depth) + " & name>" + quotePred(path.Base(q))
 			if dir != "/" {
 				t += " & path>" + quotePred(dir+"/") + " & path<" + quotePred(dir+"0")
@@ -344,7 +344,7 @@ func (c *Cache) treeUpto(root, from string, budget int64) (upto string, ok bool)
 		}
 		slices.Sort(names)
 		for _, k := range names {
-			p := join(dir, k)
+			p := zx.Join(dir, k)
 			if walkCmp(p, from) < 0 && !zx.HasPrefix(from, p) {
 				continue
 			}

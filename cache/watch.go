@@ -221,7 +221,7 @@ func (c *Cache) unlinked(p string, old *entry, cbs []inval) []inval {
 		// drop makes their other names stale.
 		qs = c.staleLinks(old.d, p)
 	case old == nil:
-		if pe, ok := c.listed(parent(p)); ok && !pe.kids[path.Base(p)] {
+		if pe, ok := c.listed(zx.Parent(p)); ok && !pe.kids[path.Base(p)] {
 			return cbs // p did not exist
 		}
 		qs = c.staleMulti()
@@ -286,10 +286,10 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		for _, q := range c.staleLinks(ev.Dir, p) {
 			cbs = append(cbs, inval{q, InvalAttr}) // its link count
 		}
-		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+		if pe := c.ents[zx.Parent(p)]; pe != nil && pe.kids != nil {
 			pe.kids[path.Base(p)] = true // its entry is missing: a lookup misses
 		}
-		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
+		cbs = append(cbs, inval{p, InvalEntry}, inval{zx.Parent(p), InvalAttr})
 	case zx.Changed:
 		c.record(ev.Kind, false, p)
 		for _, q := range c.staleLinks(ev.Dir, p) {
@@ -310,7 +310,7 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		c.record(ev.Kind, false, p)
 		cbs = c.unlinked(p, old, cbs)
 		c.forget(p)
-		cbs = append(cbs, inval{p, InvalEntry}, inval{parent(p), InvalAttr})
+		cbs = append(cbs, inval{p, InvalEntry}, inval{zx.Parent(p), InvalAttr})
 	case zx.Moved:
 		from, err := zx.CleanPath(ev.From)
 		if err != nil {
@@ -323,11 +323,11 @@ func (c *Cache) apply(ev zx.Event) []inval {
 		for _, q := range c.staleLinks(ev.Dir, p) {
 			cbs = append(cbs, inval{q, InvalAttr}) // its ctime
 		}
-		if pe := c.ents[parent(p)]; pe != nil && pe.kids != nil {
+		if pe := c.ents[zx.Parent(p)]; pe != nil && pe.kids != nil {
 			pe.kids[path.Base(p)] = true
 		}
 		cbs = append(cbs, inval{from, InvalEntry}, inval{p, InvalEntry},
-			inval{parent(from), InvalAttr}, inval{parent(p), InvalAttr})
+			inval{zx.Parent(from), InvalAttr}, inval{zx.Parent(p), InvalAttr})
 	default:
 		c.record(zx.Overflow, false, "/")
 		c.dropAll()

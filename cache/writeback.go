@@ -718,15 +718,15 @@ func (w *WriteBack) keep(r *record, err error) *Conflict {
 	}
 	cf := Conflict{Time: time.Now(), Path: r.Path, Op: "write"}
 	if zx.KindOf(err) == zx.ErrNotExist && len(r.Ops) > 0 && r.Ops[0].Whole {
-		if w.mkdirAll(ctx, parent(r.Path)) == nil && w.apply(ctx, r, r.Path, false) == nil {
+		if w.mkdirAll(ctx, zx.Parent(r.Path)) == nil && w.apply(ctx, r, r.Path, false) == nil {
 			cf.Reason = fmt.Sprintf("%v; its directory was made again and the file written in it", err)
 			w.recordConflict(cf, false)
 			return &cf
 		}
 	}
-	for dir, name := parent(r.Path), path.Base(r.Path); ; dir = parent(dir) {
+	for dir, name := zx.Parent(r.Path), path.Base(r.Path); ; dir = zx.Parent(dir) {
 		for n := 1; n <= 20; n++ {
-			cp := ConflictName(join(dir, name), w.host, cf.Time, n)
+			cp := ConflictName(zx.Join(dir, name), w.host, cf.Time, n)
 			aerr := w.apply(ctx, r, cp, true)
 			if aerr == nil {
 				cf.Copy = cp
@@ -797,7 +797,7 @@ func (w *WriteBack) mkdirAll(ctx context.Context, p string) error {
 	case zx.KindOf(err) != zx.ErrNotExist:
 		return err
 	}
-	if err := w.mkdirAll(ctx, parent(p)); err != nil {
+	if err := w.mkdirAll(ctx, zx.Parent(p)); err != nil {
 		return err
 	}
 	rep := <-w.t.Put(ctx, p, zx.Dir{zx.AType: zx.TypeDir}, 0, nil)

@@ -588,7 +588,7 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 						}
 						if !m.End && e.Path != "" {
 							// An error about one entry; the stream goes on.
-							it.Dir = zx.Dir{zx.APath: e.Path, zx.AName: lastElem(e.Path)}
+							it.Dir = zx.Dir{zx.APath: e.Path, zx.AName: zx.Base(e.Path)}
 						} else if e.Path == "" {
 							e.Path = req.Path
 						}
@@ -603,13 +603,6 @@ func (t *Tree) stream(ctx context.Context, req *proto.Request, flags mux.OpenFla
 		}
 	}()
 	return ic
-}
-
-func lastElem(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 && p != "/" {
-		return p[i+1:]
-	}
-	return p
 }
 
 // Stat implements zx.Tree.
@@ -892,7 +885,7 @@ func (t *Tree) watch(ctx context.Context, path string, acked bool) <-chan zx.Eve
 					// The watch is back in place after a lost
 					// connection: what happened meanwhile is unknown.
 					resumed = false
-					ev = zx.Event{Kind: zx.Overflow, Dir: zx.Dir{zx.APath: path, zx.AName: lastElem(path)}}
+					ev = zx.Event{Kind: zx.Overflow, Dir: zx.Dir{zx.APath: path, zx.AName: zx.Base(path)}}
 				}
 			case proto.FErr:
 				ev.Err = replyErr("watch", path, m)

@@ -38,7 +38,7 @@ func parseAttrs(op, p string, d zx.Dir) (*attrs, error) {
 		case zx.APath:
 			a.path = &v
 		case zx.AType:
-			if ifmt(v) == 0 {
+			if zx.UnixType(v) == 0 || v == zx.TypeCtl {
 				return nil, bad(k, v)
 			}
 			a.typ = v

@@ -12,48 +12,6 @@ import (
 	"github.com/zxfs/zx"
 )
 
-// typeOf returns the zx type of a stat mode.
-func typeOf(m uint32) string {
-	switch m & unix.S_IFMT {
-	case unix.S_IFREG:
-		return zx.TypeFile
-	case unix.S_IFDIR:
-		return zx.TypeDir
-	case unix.S_IFLNK:
-		return zx.TypeLink
-	case unix.S_IFIFO:
-		return zx.TypeFifo
-	case unix.S_IFSOCK:
-		return zx.TypeSocket
-	case unix.S_IFCHR:
-		return zx.TypeCharDev
-	case unix.S_IFBLK:
-		return zx.TypeBlkDev
-	}
-	return zx.TypeCtl
-}
-
-// ifmt returns the stat mode type bits for a zx type, or 0.
-func ifmt(typ string) uint32 {
-	switch typ {
-	case zx.TypeFile:
-		return unix.S_IFREG
-	case zx.TypeDir:
-		return unix.S_IFDIR
-	case zx.TypeLink:
-		return unix.S_IFLNK
-	case zx.TypeFifo:
-		return unix.S_IFIFO
-	case zx.TypeSocket:
-		return unix.S_IFSOCK
-	case zx.TypeCharDev:
-		return unix.S_IFCHR
-	case zx.TypeBlkDev:
-		return unix.S_IFBLK
-	}
-	return 0
-}
-
 func itoa(n int64) string  { return strconv.FormatInt(n, 10) }
 func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
@@ -73,7 +31,7 @@ func statDir(st *unix.Stat_t, name, p string) zx.Dir {
 	d := make(zx.Dir, 16)
 	d[zx.AName] = name
 	d[zx.APath] = p
-	typ := typeOf(st.Mode)
+	typ := zx.TypeOfUnix(st.Mode)
 	d[zx.AType] = typ
 	d[zx.ASize] = itoa(st.Size)
 	d[zx.AMode] = octal[st.Mode&07777]

@@ -82,7 +82,7 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 	hasData := data != nil
 	typ := a.typ
 	if exists {
-		cur := typeOf(st.Mode)
+		cur := zx.TypeOfUnix(st.Mode)
 		switch {
 		case a.excl:
 			return nil, zx.ErrExist
@@ -286,9 +286,9 @@ func (f *FS) mknod(dfd int, name, typ string, a *attrs) error {
 		if a.rdev != nil {
 			dev = *a.rdev
 		}
-		return unix.Mknodat(dfd, name, ifmt(typ)|0600, int(dev))
+		return unix.Mknodat(dfd, name, zx.UnixType(typ)|0600, int(dev))
 	}
-	return unix.Mknodat(dfd, name, ifmt(typ)|0600, 0)
+	return unix.Mknodat(dfd, name, zx.UnixType(typ)|0600, 0)
 }
 
 // tempName returns a fresh temporary name: TempPrefix, "c" (creates a

@@ -225,7 +225,7 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 			d := make(zx.Dir, dirHint)
 			d[zx.AName] = path[len(path)-int(r.n):]
 			d[zx.APath] = path
-			d[zx.AType] = typeOf(uint32(st.Mode))
+			d[zx.AType] = zx.TypeOfUnix(uint32(st.Mode))
 			d[zx.ASize] = s[e[0]:e[1]]
 			d[zx.AMode] = octal[st.Mode&07777]
 			d[zx.AMtime] = s[e[1]:e[2]]

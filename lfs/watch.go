@@ -347,7 +347,7 @@ func (h *hub) watchTree(fd int, p string, report bool) error {
 	}
 	var st unix.Stat_t
 	for _, name := range names {
-		cp := join(p, name)
+		cp := zx.Join(p, name)
 		if lstat(fd, name, &st) != nil {
 			continue
 		}
@@ -421,13 +421,6 @@ func (h *hub) rename(from, to string) {
 	}
 }
 
-func join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
-}
-
 // parse handles a buffer of inotify events.
 func (h *hub) parse(b []byte) {
 	for len(b) >= unix.SizeofInotifyEvent {
@@ -470,7 +463,7 @@ func (h *hub) event(wd int, mask, cookie uint32, name string) {
 		h.self(dir, mask)
 		return
 	}
-	p := join(dir, name)
+	p := zx.Join(dir, name)
 	isDir := mask&unix.IN_ISDIR != 0
 	switch {
 	case isTemp(name):

@@ -70,7 +70,7 @@ func (fs *FS) find(ctx context.Context, op, p string, o zx.FindOpts, get bool) <
 			}
 			var ds []zx.Dir
 			for _, name := range n.sortedNames() {
-				ds = append(ds, entry(n.children[name], join(dp, name)))
+				ds = append(ds, entry(n.children[name], zx.Join(dp, name)))
 			}
 			return ds, nil
 		}
@@ -79,7 +79,7 @@ func (fs *FS) find(ctx context.Context, op, p string, o zx.FindOpts, get bool) <
 			// The entry at spref itself is renamed too: a name is always
 			// the last element of its path.
 			if p := it.Dir.Path(); p != "" && it.Dir.Name() != "" {
-				if _, name := split(p); p != "/" && name != it.Dir.Name() {
+				if _, name := zx.Split(p); p != "/" && name != it.Dir.Name() {
 					it.Dir[zx.AName] = name
 				} else if p == "/" {
 					it.Dir[zx.AName] = "/"

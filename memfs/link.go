@@ -50,7 +50,7 @@ func (fs *FS) link(from, to string) (zx.Dir, error) {
 	case to == "/" || tn != nil:
 		return nil, zx.E(zx.ErrExist, "link", to, "")
 	}
-	_, name := split(to)
+	_, name := zx.Split(to)
 	t := now()
 	tp.children[name] = n
 	tp.mtime, tp.ctime = t, t

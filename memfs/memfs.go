@@ -140,11 +140,7 @@ func (n *node) dir(p string) zx.Dir {
 		d[k] = v
 	}
 	d[zx.APath] = p
-	if p == "/" {
-		d[zx.AName] = "/"
-	} else {
-		d[zx.AName] = p[lastSlash(p)+1:]
-	}
+	d[zx.AName] = zx.Base(p)
 	d[zx.AType] = n.typ
 	d[zx.AMode] = zx.FormatMode(n.mode)
 	d.SetInt(zx.AMtime, n.mtime)
@@ -192,24 +188,6 @@ func (n *node) sortedNames() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func lastSlash(p string) int {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return i
-		}
-	}
-	return -1
-}
-
-// split returns the parent path and name of a clean path other than "/".
-func split(p string) (string, string) {
-	i := lastSlash(p)
-	if i == 0 {
-		return "/", p[1:]
-	}
-	return p[:i], p[i+1:]
 }
 
 // walk returns the node at clean path p and its parent directory (nil for

@@ -85,7 +85,7 @@ func (fs *FS) Get(ctx context.Context, p string, off, count int64) <-chan zx.Ite
 					names = names[:count]
 				}
 				for _, name := range names {
-					ents = append(ents, n.children[name].dir(join(p, name)))
+					ents = append(ents, n.children[name].dir(zx.Join(p, name)))
 				}
 			default:
 				err = zx.E(zx.ErrInvalid, "get", p, "not a file or directory")
@@ -125,13 +125,6 @@ func sendData(s *stream, d *data, off, count int64) bool {
 		off += int64(len(b))
 	}
 	return true
-}
-
-func join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }
 
 // Put implements zx.Tree.
@@ -187,7 +180,7 @@ func (fs *FS) put(ctx context.Context, p string, d zx.Dir, off int64, r io.Reade
 			if a.rdev != nil {
 				n.rdev = *a.rdev
 			}
-			_, name := split(p)
+			_, name := zx.Split(p)
 			parent.children[name] = n
 			parent.mtime, parent.ctime = t, t
 		}
@@ -266,7 +259,7 @@ func (fs *FS) put(ctx context.Context, p string, d zx.Dir, off int64, r io.Reade
 	a.setTimes(nn, true, t)
 	ev := zx.Changed
 	if old == nil {
-		_, name := split(p)
+		_, name := zx.Split(p)
 		parent.children[name] = nn
 		parent.mtime, parent.ctime = t, t
 		ev = zx.Created
@@ -507,8 +500,8 @@ func (fs *FS) move(from, to string) error {
 			return zx.E(zx.ErrNotDir, "move", to, "")
 		}
 	}
-	_, fname := split(from)
-	_, tname := split(to)
+	_, fname := zx.Split(from)
+	_, tname := zx.Split(to)
 	t := now()
 	if tn != nil {
 		unlinked(tn)
@@ -563,7 +556,7 @@ func (fs *FS) remove(ctx context.Context, op, p string, all bool) <-chan error {
 			c <- zx.E(zx.ErrNotEmpty, op, p, "")
 			return
 		}
-		_, name := split(p)
+		_, name := zx.Split(p)
 		delete(parent.children, name)
 		unlinked(n)
 		t := now()

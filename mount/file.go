@@ -624,7 +624,7 @@ func (m *FS) statDirAhead(ctx context.Context, p string) <-chan zx.Reply {
 		rc <- zx.Reply{}
 		return rc
 	}
-	return m.t.Stat(ctx, parentOf(p))
+	return m.t.Stat(ctx, zx.Parent(p))
 }
 
 // flushAhead sends the handle's writes without waiting for the server

@@ -564,20 +564,11 @@ func errno(err error) syscall.Errno {
 	return zx.Errno(err)
 }
 
-func stmode(typ string) uint32 {
-	switch typ {
-	case zx.TypeDir:
-		return syscall.S_IFDIR
-	case zx.TypeLink:
-		return syscall.S_IFLNK
-	case zx.TypeFifo:
-		return syscall.S_IFIFO
-	case zx.TypeSocket:
-		return syscall.S_IFSOCK
-	case zx.TypeCharDev:
-		return syscall.S_IFCHR
-	case zx.TypeBlkDev:
-		return syscall.S_IFBLK
+// fileType returns the stat(2) file type bits of d: a regular file's for
+// an entry of a type zx does not know.
+func fileType(d zx.Dir) uint32 {
+	if t := zx.UnixType(d.Type()); t != 0 {
+		return t
 	}
 	return syscall.S_IFREG
 }
@@ -592,7 +583,7 @@ func (m *FS) fill(d zx.Dir, ino uint64, a *fuse.Attr) {
 	a.Size = uint64(size)
 	a.Blocks = (uint64(size) + 511) / 512
 	a.Blksize = 4096
-	a.Mode = stmode(d.Type()) | d.Mode()
+	a.Mode = fileType(d) | d.Mode()
 	a.Nlink = 1
 	if n := d.Int(zx.ANlink); n > 0 {
 		a.Nlink = uint32(n)
@@ -754,7 +745,7 @@ func (m *FS) doInval(iv inv) {
 	}
 	p := iv.path
 	if iv.what&cache.InvalEntry != 0 && p != "/" {
-		dir, name := splitPath(p)
+		dir, name := zx.Split(p)
 		if pin := m.lookupInode(dir); pin != nil {
 			pin.NotifyEntry(name)
 			m.mu.Lock()
@@ -812,23 +803,4 @@ func (m *FS) noteNeg(parent *fs.Inode, name string) {
 		return
 	}
 	m.negs[negKey{parent, name}] = true
-}
-
-func splitPath(p string) (string, string) {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			if i == 0 {
-				return "/", p[1:]
-			}
-			return p[:i], p[i+1:]
-		}
-	}
-	return "/", p
-}
-
-func join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }

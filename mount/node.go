@@ -323,7 +323,7 @@ func (n *node) newChild(ctx context.Context, d zx.Dir, p string, mark wmark, out
 	// go-fuse makes a new Inode here and, when the kernel already knows
 	// one with this inode number, uses that one instead (so hard links
 	// and repeated lookups get one inode).
-	in := n.NewInode(ctx, child, fs.StableAttr{Mode: stmode(d.Type()), Ino: ino})
+	in := n.NewInode(ctx, child, fs.StableAttr{Mode: fileType(d), Ino: ino})
 	m.fill(d, ino, &out.Attr)
 	t := m.timeout()
 	out.SetEntryTimeout(t)
@@ -369,7 +369,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if name == ctl.Name && n == n.m.root {
 		return n.ctlLookup(ctx, out), 0
 	}
-	p := join(n.path(), name)
+	p := zx.Join(n.path(), name)
 	if _, free := n.m.freshFree(n.path(), name); free {
 		// In a directory being created without waiting, and not
 		// created in it since: the mount knows it is not there.
@@ -630,7 +630,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	}
 	es := make([]fuse.DirEntry, 0, len(ds))
 	for _, d := range ds {
-		es = append(es, fuse.DirEntry{Name: d.Name(), Mode: stmode(d.Type()), Ino: n.m.ino(d, d.Path())})
+		es = append(es, fuse.DirEntry{Name: d.Name(), Mode: fileType(d), Ino: n.m.ino(d, d.Path())})
 	}
 	return fs.NewListDirStream(es), 0
 }
@@ -645,7 +645,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 	if len(name) > zx.MaxName {
 		return nil, nil, syscall.ENAMETOOLONG
 	}
-	p := join(n.path(), name)
+	p := zx.Join(n.path(), name)
 	n.callerOwns(ctx, d)
 	n.m.beforeChange()
 	mark := n.m.markFor(nil)
@@ -743,7 +743,7 @@ func (n *node) createOrOpen(ctx context.Context, name string, d zx.Dir, flags ui
 		return nil, nil, syscall.ENAMETOOLONG
 	}
 	m := n.m
-	p := join(n.path(), name)
+	p := zx.Join(n.path(), name)
 	n.callerOwns(ctx, d)
 	d[zx.AExcl] = "y"
 	m.beforeChange()
@@ -857,7 +857,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if tn, ok := target.(*node); ok {
 		from = tn.path() // also for an open file relinked elsewhere
 	}
-	p := join(n.path(), name)
+	p := zx.Join(n.path(), name)
 	tn, _ := target.(*node)
 	mark := n.m.markFor(tn)
 	rctx, cancel := n.m.rctx(ctx)
@@ -873,7 +873,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	if e := n.m.ro(); e != 0 {
 		return e
 	}
-	p := join(n.path(), name)
+	p := zx.Join(n.path(), name)
 	n.m.beforeChange()
 	if e, ok := n.removeAhead(ctx, p, dir); ok {
 		if e == 0 && dir {
@@ -1011,8 +1011,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		// system does not support.
 		return syscall.EINVAL
 	}
-	from := join(n.path(), name)
-	to := join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
+	from := zx.Join(n.path(), name)
+	to := zx.Join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
 	n.m.beforeChange()
 	if e, ok := n.moveAhead(ctx, from, to, flags&noReplace != 0); ok {
 		return e

@@ -167,7 +167,7 @@ func (m *FS) freshFree(dir, name string) (zx.Dir, bool) {
 // freshNote records that name in dir was created (or, with gone, went
 // away), if dir is fresh.
 func (m *FS) freshNote(p string, gone bool) {
-	dir, name := splitPath(p)
+	dir, name := zx.Split(p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f := m.fresh[dir]; f != nil {
@@ -231,7 +231,7 @@ func (m *FS) surprise(op, p string, err error, paths ...string) {
 	for _, q := range append([]string{p}, paths...) {
 		m.correct(q, cache.InvalEntry|cache.InvalAttr)
 		if q != "/" {
-			dir, _ := splitPath(q)
+			dir, _ := zx.Split(q)
 			m.correct(dir, cache.InvalAttr)
 		}
 	}
@@ -362,7 +362,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 	if d.Type() == zx.TypeLink || d[zx.ARdev] != "" || len(p) > zx.MaxPath {
 		return nil, false // the server says what is wrong
 	}
-	dir, name := splitPath(p)
+	dir, name := zx.Split(p)
 	var free bool
 	if d[zx.AExcl] != "" || d.Type() != zx.TypeFile || d[zx.ASize] != "0" {
 		free = m.knownFree(p)
@@ -456,7 +456,7 @@ func (n *node) moveAhead(ctx context.Context, from, to string, noReplace bool) (
 	if !ok || td != nil && (noReplace || td.IsDir() || td.Int(zx.ANlink) > 1) {
 		return 0, false
 	}
-	fdir, tdir := parentOf(from), parentOf(to)
+	fdir, tdir := zx.Parent(from), zx.Parent(to)
 	fpd, ok1 := m.knownDir(fdir)
 	tpd, ok2 := m.knownDir(tdir)
 	if !ok1 || !ok2 || !m.mayChange(ctx, fpd, fd) || !m.mayChange(ctx, tpd, td) {
@@ -616,11 +616,6 @@ func (n *node) wsSize() (int64, bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.size, true
-}
-
-func parentOf(p string) string {
-	dir, _ := splitPath(p)
-	return dir
 }
 
 // aliasIno makes the server's inode number of d map to the local number

@@ -274,7 +274,7 @@ func (r *run) execute(ctx context.Context) error {
 	for _, o := range ops {
 		switch o.kind {
 		case oRemove:
-			for q := o.p; ; q = parent(q) {
+			for q := o.p; ; q = zx.Parent(q) {
 				if created[o.dst][q] {
 					o.early = true
 					break

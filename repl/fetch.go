@@ -42,7 +42,7 @@ func batches(paths []string) []batch {
 	for _, p := range paths {
 		t := "path=" + quote(p)
 		var ds []string
-		for d := parent(p); ; d = parent(d) {
+		for d := zx.Parent(p); ; d = zx.Parent(d) {
 			if !seen[d] {
 				ds = append(ds, "path="+quote(d))
 			}
@@ -57,7 +57,7 @@ func batches(paths []string) []batch {
 		if size+add > maxPred {
 			flush()
 			ds = ds[:0]
-			for d := parent(p); ; d = parent(d) {
+			for d := zx.Parent(p); ; d = zx.Parent(d) {
 				ds = append(ds, "path="+quote(d))
 				if d == "/" {
 					break
@@ -67,7 +67,7 @@ func batches(paths []string) []batch {
 		if seen == nil {
 			seen = map[string]bool{}
 		}
-		for d := parent(p); ; d = parent(d) {
+		for d := zx.Parent(p); ; d = zx.Parent(d) {
 			seen[d] = true
 			if d == "/" {
 				break
@@ -77,9 +77,9 @@ func batches(paths []string) []batch {
 		dirs = append(dirs, ds...)
 		size += add
 		if root == "" {
-			root = parent(p)
+			root = zx.Parent(p)
 		} else {
-			root = commonDir(root, parent(p))
+			root = commonDir(root, zx.Parent(p))
 		}
 	}
 	flush()
@@ -89,7 +89,7 @@ func batches(paths []string) []batch {
 // commonDir returns the deepest directory both a and b are at or below.
 func commonDir(a, b string) string {
 	for !zx.HasPrefix(b, a) {
-		a = parent(a)
+		a = zx.Parent(a)
 	}
 	return a
 }

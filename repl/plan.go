@@ -228,12 +228,12 @@ func (r *run) keepChanged() {
 			forced[p] = true
 		}
 		if ok, _ := r.final(d); ok {
-			need[parent(p)] = true
+			need[zx.Parent(p)] = true
 		}
 	}
 	// Report the topmost directory kept.
 	for p := range forced {
-		if forced[parent(p)] && r.dec[p].kind == dFrom {
+		if forced[zx.Parent(p)] && r.dec[p].kind == dFrom {
 			r.dec[p].msg = ""
 		}
 	}

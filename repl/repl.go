@@ -301,11 +301,3 @@ func sortedPaths[V any](m map[string]V) []string {
 	sort.Strings(ps)
 	return ps
 }
-
-func parent(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	if i <= 0 {
-		return "/"
-	}
-	return p[:i]
-}

@@ -97,7 +97,7 @@ func (f *fixture) write(side, p, data string) {
 func (f *fixture) mkparents(side, p string) {
 	f.t.Helper()
 	var ps []string
-	for d := parent(p); d != "/"; d = parent(d) {
+	for d := zx.Parent(p); d != "/"; d = zx.Parent(d) {
 		ps = append(ps, d)
 	}
 	for i := len(ps) - 1; i >= 0; i-- {

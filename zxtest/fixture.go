@@ -68,7 +68,7 @@ func normSpec(spec []string) ([]specLine, error) {
 			return nil, err
 		}
 		var parents []string
-		for p := parentOf(l.path); !seen[p]; p = parentOf(p) {
+		for p := zx.Parent(l.path); !seen[p]; p = zx.Parent(p) {
 			parents = append(parents, p)
 			seen[p] = true
 		}
@@ -81,14 +81,6 @@ func normSpec(spec []string) ([]specLine, error) {
 		}
 	}
 	return ls, nil
-}
-
-func parentOf(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	if i <= 0 {
-		return "/"
-	}
-	return p[:i]
 }
 
 // MkTree populates tr as spec describes (see the package doc), creating
