@@ -31,6 +31,9 @@ type delegs struct {
 	c     *Cache
 	d     zx.Delegator
 	owner string
+	// lost, if set, is told of each delegation given up or refused
+	// (SetOnDelegationLost), never with a lock held.
+	lost func(p string)
 
 	mu      sync.Mutex
 	held    map[string]*held // by path
@@ -161,11 +164,49 @@ func (ds *delegs) drop(p string) {
 	ds.mu.Lock()
 	h := ds.held[p]
 	delete(ds.held, p)
+	lost := ds.lost
 	ds.mu.Unlock()
 	if h != nil {
 		h.mu.Lock()
 		h.gone = true
 		h.mu.Unlock()
+	}
+	if lost != nil {
+		lost(p)
+	}
+}
+
+// SetOnDelegationLost makes the cache call f with the path of each
+// delegation it gives up (recalled, revoked, refused, or the cache
+// closing): what the mount knew of the subtree only because nobody else
+// could change it no longer holds.
+func (c *Cache) SetOnDelegationLost(f func(p string)) {
+	if ds := c.dl; ds != nil {
+		ds.mu.Lock()
+		ds.lost = f
+		ds.mu.Unlock()
+	}
+}
+
+// Delegating reports whether a delegation covers p or was asked for p or
+// a directory above it and not yet answered.
+func (c *Cache) Delegating(p string) bool {
+	ds := c.dl
+	if ds == nil {
+		return false
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.coveredLocked(p) != nil {
+		return true
+	}
+	for q := p; ; q = parent(q) {
+		if ds.asking[q] {
+			return true
+		}
+		if q == "/" {
+			return false
+		}
 	}
 }
 
@@ -201,14 +242,19 @@ func (c *Cache) Delegate(p string) {
 	go func() {
 		err := <-ec
 		ds.mu.Lock()
-		defer ds.mu.Unlock()
 		delete(ds.asking, p)
 		if err != nil {
 			ds.refused++
+			lost := ds.lost
+			ds.mu.Unlock()
+			if lost != nil {
+				lost(p)
+			}
 			return
 		}
 		ds.granted++
 		ds.held[p] = &held{}
+		ds.mu.Unlock()
 	}()
 }
 

@@ -58,3 +58,54 @@ func TestDelegatedUntar(t *testing.T) {
 		t.Errorf("the other mount reads %q", got)
 	}
 }
+
+// TestDelegatedRenames: as git does, files written under a lock name and
+// renamed over their final name, and scratch files unlinked, in a
+// delegated directory: a constant number of round trips, and the other
+// mount sees the final state at once.
+func TestDelegatedRenames(t *testing.T) {
+	const files = 60
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir(), Delegate: true}})
+	other := mnt(t, setup{addr: e.addr})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644))
+	must(t, e.m.Sync(context.Background()))
+	waitFor(t, "the recalls stream", func() bool { return e.c.Delegations() != nil })
+	must(t, os.Mkdir(e.p("repo"), 0o755))
+	waitFor(t, "the delegation", func() bool { return len(e.c.Delegations().Held) == 1 })
+	e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
+	rt := e.conn.Stats().RoundTrips
+	start := time.Now()
+	for i := range files {
+		final := e.p(fmt.Sprintf("repo/obj%d", i))
+		for round := range 2 { // written, then replaced
+			lock := final + ".lock"
+			must(t, os.WriteFile(lock, []byte(fmt.Sprintf("object %d round %d", i, round)), 0o644))
+			must(t, os.Rename(lock, final))
+		}
+		scratch := e.p(fmt.Sprintf("repo/tmp%d", i))
+		must(t, os.WriteFile(scratch, []byte("scratch"), 0o600))
+		must(t, os.Remove(scratch))
+	}
+	n := e.conn.Stats().RoundTrips - rt
+	t.Logf("%d files written twice under lock names and renamed, %d scratch files, at 100 ms RTT: %d round trips, %v", files, files, n, time.Since(start))
+	if n > 3 {
+		t.Errorf("took %d round trips, want a constant (at most 3)", n)
+	}
+	if s := e.m.Surprises(); s != 0 {
+		t.Errorf("%d surprises", s)
+	}
+	ents, err := os.ReadDir(other.p("repo"))
+	must(t, err)
+	if len(ents) != files {
+		t.Errorf("the other mount lists %d entries in repo, want %d", len(ents), files)
+	}
+	for i := range files {
+		want := fmt.Sprintf("object %d round 1", i)
+		if got := readFile(t, other.p(fmt.Sprintf("repo/obj%d", i))); got != want {
+			t.Fatalf("the other mount reads obj%d as %q, want %q", i, got, want)
+		}
+		if got := e.server(t, fmt.Sprintf("repo/obj%d", i)); got != want {
+			t.Fatalf("the server has obj%d as %q", i, got)
+		}
+	}
+}

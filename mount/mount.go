@@ -236,6 +236,11 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	if b, ok := t.(invalBarrierer); ok {
 		b.SetInvalidateBarrier(m.invalBarrier)
 	}
+	if m.dl != nil {
+		// What the mount knows of a delegated subtree's names (see
+		// freshDir) holds only while nobody else may change it.
+		m.dl.SetOnDelegationLost(m.freshDrop)
+	}
 	go m.invalLoop()
 	return m, nil
 }
@@ -244,6 +249,8 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 type delegator interface {
 	Delegate(p string)
 	Delegated(p string) (release func(), ok bool)
+	Delegating(p string) bool
+	SetOnDelegationLost(f func(p string))
 }
 
 // backs reports whether a change of p is answered once journaled,
@@ -267,6 +274,14 @@ func (m *FS) askDelegation(p string) {
 	if m.dl != nil {
 		m.dl.Delegate(p)
 	}
+}
+
+// keepFresh reports whether the mount keeps knowing the names of the
+// directory p it made (freshDir) once the server has it: while a
+// delegation covers it, or is asked for, nobody else adds or removes
+// names there.
+func (m *FS) keepFresh(p string) bool {
+	return m.dl != nil && m.dl.Delegating(p)
 }
 
 // FUSEOptions returns the FUSE mount options Mount uses with opts: the

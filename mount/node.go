@@ -381,6 +381,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		cn, _ = in.Operations().(*node)
 	}
 	mark := n.m.markFor(cn)
+	if d := n.delegatedChild(cn, p); d != nil {
+		return n.newChild(ctx, d, p, mark, out), 0
+	}
 	d, err := n.m.stat(ctx, p)
 	if th := n.m.hooks.Load(); th != nil && th.looked != nil {
 		th.looked(p)
@@ -392,6 +395,33 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, errno(err)
 	}
 	return n.newChild(ctx, d, p, mark, out), 0
+}
+
+// delegatedChild returns the entry of the child cn at p as the mount
+// knows it, when a delegation covers p: nobody else changes it, and the
+// mount's own changes (a rename over it, data on its way) may not be on
+// the server yet, so asking would cost a round trip for what the mount
+// knows already. Nil otherwise.
+func (n *node) delegatedChild(cn *node, p string) zx.Dir {
+	m := n.m
+	if cn == nil || m.dl == nil || cn.unlinked() {
+		return nil
+	}
+	rel, ok := m.backs(p)
+	if !ok {
+		return nil
+	}
+	defer rel()
+	d := cn.dir()
+	if d == nil {
+		return nil
+	}
+	d = d.Clone()
+	d[zx.APath], d[zx.AName] = p, path.Base(p)
+	if sz, open := cn.wsSize(); open && !d.IsDir() {
+		d.SetInt(zx.ASize, sz)
+	}
+	return d
 }
 
 // Getattr implements fs.NodeGetattrer.
@@ -668,6 +698,16 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 	n.m.freshNote(p, false)
 	if r.Dir.IsDir() {
 		n.linksChanged(+1)
+		if n.m.dl != nil {
+			// Made now, so empty: the mount knows its names while
+			// the delegation it asks for lasts (see keepFresh).
+			n.m.mu.Lock()
+			if n.m.fresh == nil {
+				n.m.fresh = make(map[string]*freshDir)
+			}
+			n.m.fresh[p] = &freshDir{d: r.Dir.Clone(), names: map[string]bool{}}
+			n.m.mu.Unlock()
+		}
 		n.m.askDelegation(p)
 	}
 	return n.newChild(ctx, r.Dir, p, mark, out), r.Dir, 0
@@ -875,6 +915,11 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	}
 	p := zx.Join(n.path(), name)
 	n.m.beforeChange()
+	if !dir {
+		if e, ok := n.removeDelegated(ctx, name, p); ok {
+			return e
+		}
+	}
 	if e, ok := n.removeAhead(ctx, p, dir); ok {
 		if e == 0 && dir {
 			n.linksChanged(-1)
@@ -1014,6 +1059,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	from := zx.Join(n.path(), name)
 	to := zx.Join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
 	n.m.beforeChange()
+	if e, ok := n.moveDelegated(ctx, name, newParent, newName, from, to, flags&noReplace != 0); ok {
+		return e
+	}
 	if e, ok := n.moveAhead(ctx, from, to, flags&noReplace != 0); ok {
 		return e
 	}

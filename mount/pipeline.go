@@ -418,7 +418,7 @@ func (n *node) createAhead(ctx context.Context, p string, d zx.Dir) (zx.Dir, boo
 	go func() {
 		defer done()
 		r := <-rc
-		if nd.IsDir() {
+		if nd.IsDir() && (r.Err != nil || !m.keepFresh(p)) {
 			m.mu.Lock()
 			delete(m.fresh, p)
 			m.mu.Unlock()
