@@ -200,7 +200,7 @@ func (c *Cache) Delegating(p string) bool {
 	if ds.coveredLocked(p) != nil {
 		return true
 	}
-	for q := p; ; q = parent(q) {
+	for q := p; ; q = zx.Parent(q) {
 		if ds.asking[q] {
 			return true
 		}
