@@ -20,3 +20,19 @@ func FailFast(ctx context.Context) bool {
 	ff, _ := ctx.Value(failFastKey{}).(bool)
 	return ff
 }
+
+type backgroundKey struct{}
+
+// WithBackground returns a context whose requests nobody waits for as
+// they are made (write-back records, sent after close returned): a
+// client does not count them as round trips a program waited for.
+func WithBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
+// Background reports whether ctx's requests are made in the background
+// (WithBackground).
+func Background(ctx context.Context) bool {
+	bg, _ := ctx.Value(backgroundKey{}).(bool)
+	return bg
+}

@@ -88,6 +88,8 @@ type wbRec struct {
 	// out, for a Change, receives its outcome once settled (not while
 	// it waits for the server).
 	out chan zx.Reply
+	// err is why the server refused it (set before done is closed).
+	err error
 }
 
 type wbPath struct {
@@ -505,7 +507,7 @@ func (w *WriteBack) Contents(p string) ([]byte, bool) {
 // fails them at once (and wr is stuck) rather than being waited for.
 func (w *WriteBack) issue(wr *wbRec, failFast bool) {
 	r := wr.r
-	ctx := w.ctx
+	ctx := zx.WithBackground(w.ctx)
 	if r.Caller != nil {
 		ctx = zx.WithCaller(ctx, *r.Caller)
 	}
@@ -660,7 +662,8 @@ func (w *WriteBack) finish(wr *wbRec, rep zx.Reply) {
 		return
 	}
 	if kept != nil {
-		w.errs = append(w.errs, fmt.Errorf("%s of %s: %s", kept.Op, kept.Path, kept.Reason))
+		wr.err = fmt.Errorf("%s of %s: %s", kept.Op, kept.Path, kept.Reason)
+		w.errs = append(w.errs, wr.err)
 	} else {
 		w.stats.Written++
 	}
@@ -899,6 +902,46 @@ wait:
 	}
 	return err
 }
+
+// SyncPath waits until the records written before it that concern p
+// (its data, or a change of p or to p) have been settled by the server,
+// sending again first those that failed for want of it, and returns why
+// the server refused any of them. It does not wait for other files': an
+// fsync under a delegation or with write-back costs one round trip,
+// whatever else is pending.
+func (w *WriteBack) SyncPath(ctx context.Context, p string) error {
+	w.Retry()
+	w.mu.Lock()
+	var ws []*wbRec
+	for _, wr := range w.recs {
+		r := wr.r
+		if r.Path == p || r.Change != nil && r.Change.To == p {
+			ws = append(ws, wr)
+		}
+	}
+	w.mu.Unlock()
+	var errs []error
+	for _, wr := range ws {
+		select {
+		case <-wr.done:
+			if wr.err != nil {
+				errs = append(errs, wr.err)
+			}
+		case <-ctx.Done():
+			kind := zx.ErrIO
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				kind = zx.ErrTimeout
+			}
+			return zx.E(kind, "sync", p, fmt.Sprintf("written data not yet on the server (kept in the journal %s)", w.j.dir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Commit makes every record written so far survive a power loss of the
+// client (fdatasync of the journal), without waiting for the server: an
+// fsync with Options.FsyncLocal in the mount.
+func (w *WriteBack) Commit() error { return w.j.commit() }
 
 func compareSeq(a, b uint64) int {
 	switch {

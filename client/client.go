@@ -318,6 +318,9 @@ func (t *Tree) begin(ctx context.Context, req *proto.Request, flags mux.OpenFlag
 		log.Printf("zx client: %s %s %s", t.c.addr, op, req.Path)
 	}
 	b := t.encode(ctx, req)
+	if zx.Background(ctx) {
+		flags |= mux.Uncounted // nobody waits for it
+	}
 	c := t.c
 	p := &pending{op: req.Op, path: req.Path, opened: make(chan struct{}), next: make(chan reopened, 1), sender: closedChan()}
 	p.open = func(mc *mux.Conn) (*mux.Stream, error) { return mc.Open(ctx, b, flags) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/wan"
 )
 
@@ -107,5 +108,53 @@ func TestDelegatedRenames(t *testing.T) {
 		if got := e.server(t, fmt.Sprintf("repo/obj%d", i)); got != want {
 			t.Fatalf("the server has obj%d as %q", i, got)
 		}
+	}
+}
+
+// TestDelegatedFsync: under a delegation, fsync of a file costs one
+// round trip, whatever else is pending, and the file is then on the
+// server's disk; with FsyncLocal it costs none.
+func TestDelegatedFsync(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir(), Delegate: true}, opts: mount.Options{FsyncLocal: local}})
+			must(t, os.WriteFile(e.p("first"), nil, 0o644))
+			must(t, e.m.Sync(context.Background()))
+			waitFor(t, "the recalls stream", func() bool { return e.c.Delegations() != nil })
+			must(t, os.Mkdir(e.p("db"), 0o755))
+			waitFor(t, "the delegation", func() bool { return len(e.c.Delegations().Held) == 1 })
+			e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
+			for i := range 10 {
+				must(t, os.WriteFile(e.p(fmt.Sprintf("db/other%d", i)), []byte("pending"), 0o644))
+			}
+			f, err := os.OpenFile(e.p("db/journal"), os.O_RDWR|os.O_CREATE, 0o644)
+			must(t, err)
+			defer f.Close()
+			// What was sent in the background is in: the count
+			// below is of what fsync waits for. (Requests in
+			// flight when a program starts waiting hide its wait.)
+			must(t, e.m.Sync(context.Background()))
+			const commits = 10
+			rt := e.conn.Stats().RoundTrips
+			for i := range commits {
+				_, err := f.WriteAt([]byte(fmt.Sprintf("commit %02d\n", i)), int64(i*10))
+				must(t, err)
+				must(t, f.Sync())
+			}
+			n := e.conn.Stats().RoundTrips - rt
+			t.Logf("%d writes each followed by fsync, at 100 ms RTT: %d round trips", commits, n)
+			want := int64(commits)
+			if local {
+				want = 0
+			}
+			if n > want || !local && n < want {
+				t.Errorf("%d round trips, want %d (one per fsync)", n, want)
+			}
+			if !local {
+				if got := e.server(t, "db/journal"); len(got) != commits*10 {
+					t.Errorf("after the last fsync the server has %q", got)
+				}
+			}
+		})
 	}
 }

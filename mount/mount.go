@@ -68,6 +68,11 @@ type Options struct {
 	// asks for a delegation of each directory it makes, and under one,
 	// closes and changes return once journaled (docs/cache.md).
 	NoDelegations bool
+	// FsyncLocal: fsync and fdatasync of a file whose writes are
+	// journaled (write-back, or under a delegation) return once the
+	// journal survives a power loss of the client, not once the server
+	// has the file on its disk (Coda's choice; docs/cache.md).
+	FsyncLocal bool
 
 	Debug              bool   // log every FUSE request
 	AllowOther         bool   // let other users use the mount

@@ -24,7 +24,7 @@ import (
 func mountCommand() command {
 	return command{
 		name:    "mount",
-		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback|--strict] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] [--siblings SIZE] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
+		args:    "[-f] [-o OPTIONS] [--cache-dir DIR] [--writeback|--strict] [--fsync server|local] [--coherency D] [--timeout D] [--idmap MAP] [--prefetch N] [--siblings SIZE] zx://HOST[:PORT]/PATH|ssh://[USER@]HOST[:PORT]/DIR MOUNTPOINT",
 		summary: "mount a remote tree with FUSE, with coherent caching",
 		help: "Mount makes the tree at PATH on the server appear at MOUNTPOINT, for unmodified " +
 			"programs. Metadata and file data are cached and kept coherent by change notices " +
@@ -49,7 +49,7 @@ func mountCommand() command {
 			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
-			"cache_dir=DIR, cache_size=SIZE, writeback, strict, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
+			"cache_dir=DIR, cache_size=SIZE, writeback, strict, fsync=server|local, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
 			"nonempty (mount on a directory that has entries, hiding them; refused otherwise); " +
 			"rw, defaults, auto, noauto, user, nofail, _netdev and the like are accepted and ignored. " +
 			"docs/cache.md states the guarantees. An ssh:// location runs ssh (with the " +
@@ -115,6 +115,19 @@ func parseCacheSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// setFsync sets what fsync waits for: "server" or "local".
+func (o *mountOptions) setFsync(v string) error {
+	switch v {
+	case "server":
+		o.mo.FsyncLocal = false
+	case "local":
+		o.mo.FsyncLocal = true
+	default:
+		return fmt.Errorf("want server or local, not %q", v)
+	}
+	return nil
+}
+
 func parseMountOpts(s string, o *mountOptions) error {
 	for _, opt := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(opt), "=")
@@ -133,6 +146,8 @@ func parseMountOpts(s string, o *mountOptions) error {
 			o.writeback = true
 		case "strict":
 			o.strict = true
+		case "fsync":
+			err = o.setFsync(v)
 		case "nonempty":
 			o.nonempty = true
 		case "cache_dir":
@@ -175,6 +190,7 @@ func runMount(args []string) int {
 	cacheSize := fs.String("cache-size", "1G", "bound `SIZE` on the disk cache, e.g. 512M or 10G")
 	fs.BoolVar(&o.writeback, "writeback", false, "close() does not wait for the server; data is journaled on disk (in --cache-dir, default ~/.cache/zx)")
 	fs.BoolVar(&o.strict, "strict", false, "no delegations: every close() waits for the server")
+	fs.Func("fsync", "what fsync of a journaled file (under a delegation, or with --writeback) waits for: `server` (its data on the server's disk, one round trip; default) or local (the client's journal on its disk)", o.setFsync)
 	fs.StringVar(&o.idmap, "idmap", "user", "owner mapping `MAP`: user (the server's user shows as you), none, or file:PATH")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request to stderr (implies -f)")
 	siblings := fs.String("siblings", "8M", "`SIZE` in bytes of a directory's small files one read streams ahead, e.g. 2M (0: none)")
