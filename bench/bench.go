@@ -85,6 +85,9 @@ type Config struct {
 	TarBytes int64  // file data in the tar archive (default 35 MB)
 	CFiles   int    // .c files in the C project besides main.c (default 40)
 	Shared   string // a note for the report: who else used the machine during the run
+	// The write workloads of issue 14 (fusewrite.go).
+	WriteFiles   int // files in the tree cp -a copies and in the git repository (default 300)
+	Transactions int // sqlite transactions, committed one at a time (default 200)
 
 	// LoopbackOnly measures only the server's raw rates on loopback
 	// (Report.Loopback): no emulator, no sshd, no workloads, no files.
@@ -161,16 +164,19 @@ func Main(args []string) int {
 		size      = fs.Int64("size", 128<<20, "size in bytes of the big file")
 		out       = fs.String("out", "docs/bench", "directory for the suite's .md, .json and .png (\"\" writes nothing)")
 		workloads = fs.String("workloads", "", "comma-separated subset of the suite's workloads (default all): native: find,grep,rm,file; --fuse: "+
-			strings.Join(FUSEWorkloads, ",")+" or the groups grep,rm,tar,file")
-		nosshfs  = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
-		loopback = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, median of 11 runs, with the CPU per entry of server and client and the floor of a bare walk of the tree on this machine; findget MB/s, best of 3) against a zx serve process, print them and write nothing")
-		quiet    = fs.Bool("q", false, "no progress messages on stderr")
-		fuse     = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
-		tarBytes = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
-		cFiles   = fs.Int("c-files", 40, "--fuse: generated .c files in the C project (plus main.c)")
-		shared   = fs.String("shared", "", "--fuse: a note for the report on who else used the machine during the run (e.g. \"shared with 6 other engineers' builds and tests\")")
-		cpuprof  = fs.String("cpuprofile", "", "write a CPU profile of this process (mounts, cache, server and proxies all run in it) to this file")
-		zxBin    = fs.String("zx", "", "the zx command at `PATH` whose server (zx serve) the loopback rates measure, in the native suite and with --loopback (default: one built from the zx source tree this runs in)")
+			strings.Join(FUSEWorkloads, ",")+" or the groups "+strings.Join(fuseGroupNames(), ",")+
+			" (a workload's group is it in every zx mode; writes: issue 14's workloads that write)")
+		nosshfs    = fs.Bool("no-sshfs", false, "measure zx only (no sshd; the native suite needs no FUSE then)")
+		loopback   = fs.Bool("loopback", false, "measure only the server's raw rates on loopback (find entries/s, median of 11 runs, with the CPU per entry of server and client and the floor of a bare walk of the tree on this machine; findget MB/s, best of 3) against a zx serve process, print them and write nothing")
+		quiet      = fs.Bool("q", false, "no progress messages on stderr")
+		fuse       = fs.Bool("fuse", false, "run the FUSE suite (fuse.md, fuse.json, fuse.png): UNIX programs on a zx mount vs on sshfs")
+		tarBytes   = fs.Int64("tar-bytes", 35e6, "--fuse: file data in the tar -x archive and the git repository, taken from top-level directories of the tree")
+		cFiles     = fs.Int("c-files", 40, "--fuse: generated .c files in the C project (plus main.c)")
+		writeFiles = fs.Int("write-files", 300, "--fuse: files of the tree in the tree cp -a copies into the mount and in the git repository cloned into it and committed to")
+		txs        = fs.Int("transactions", 200, "--fuse: sqlite transactions, each one INSERT committed on its own (synchronous=FULL)")
+		shared     = fs.String("shared", "", "--fuse: a note for the report on who else used the machine during the run (e.g. \"shared with 6 other engineers' builds and tests\")")
+		cpuprof    = fs.String("cpuprofile", "", "write a CPU profile of this process (mounts, cache, server and proxies all run in it) to this file")
+		zxBin      = fs.String("zx", "", "the zx command at `PATH` whose server (zx serve) the loopback rates measure, in the native suite and with --loopback (default: one built from the zx source tree this runs in)")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: go run ./bench/zxbench [--fuse] [flags]
@@ -192,15 +198,20 @@ missing string, remove a copy of the tree, and write and read one big file
 
 The FUSE suite (--fuse) runs the same unmodified programs on a zx mount
 (package mount, served by this process, so that its connection's blocking
-round trips are counted) and on sshfs: find -name missing, grep -r (cold
-and warm), ls -lR, diff -r of two copies of the tree, rm -rf of a copy,
-tar -x of an archive of part of the tree (--tar-bytes), git status (warm)
-in a repository of the same part, make of a generated C project
-(--c-files), and dd of one big file to and from the mount (also
-rate-limited). rm and tar also run in write-back mode when the mount has
-one. Every measurement mounts afresh, so caches start cold; warm workloads
-time a second run on the same mount. It writes fuse.md, fuse.json and
-fuse.png.
+round trips are counted), on sshfs and once on the local disk: find -name
+missing, grep -r (cold and warm), ls -lR, diff -r of two copies of the
+tree, rm -rf of a copy, tar -x of an archive of part of the tree
+(--tar-bytes), git status (warm) in a repository of the same part, make
+of a generated C project (--c-files), and dd of one big file to and from
+the mount (also rate-limited); and what people do on a remote tree that
+writes: cp -a of a tree of --write-files files into the mount, git clone
+of a repository of them, git add and git commit in a checkout, and
+sqlite3 committing --transactions transactions one at a time, with the
+DELETE journal and in WAL mode (with strace installed, it counts the
+fsyncs a transaction makes). The workloads that write also run in zx's
+--writeback mode. Every measurement mounts afresh, so caches start cold;
+warm workloads time a second run on the same mount. It writes fuse.md,
+fuse.json and fuse.png.
 
 Runs that exceed --cap are killed and their time is projected from their
 progress or from a subtree; when smaller RTTs show that a run would exceed
@@ -230,7 +241,8 @@ Flags:
 			fmt.Fprintln(fs.Output())
 		})
 		fmt.Fprint(fs.Output(), "\nExample:\n\n\tgo run ./bench/zxbench --rtts 0,50ms --cap 60s --out /tmp/bench\n"+
-			"\tgo run ./bench/zxbench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n")
+			"\tgo run ./bench/zxbench --fuse --rtts 0,50ms,100ms --cap 60s --workloads find,grep,git\n"+
+			"\tgo run ./bench/zxbench --fuse --rtts 0,50ms --cap 60s --workloads writes --out /tmp/writes\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -259,14 +271,15 @@ Flags:
 		}
 	}
 	cfg.FUSE, cfg.TarBytes, cfg.CFiles, cfg.Shared = *fuse, *tarBytes, *cFiles, *shared
+	cfg.WriteFiles, cfg.Transactions = *writeFiles, *txs
 	if *workloads != "" {
 		for _, w := range strings.Split(*workloads, ",") {
 			w = strings.TrimSpace(w)
 			switch {
 			case cfg.FUSE && checkFUSEWorkload(w):
 			case cfg.FUSE:
-				fmt.Fprintf(os.Stderr, "zxbench: --workloads: unknown FUSE workload %q (want %s, or grep, rm, tar, file)\n",
-					w, strings.Join(FUSEWorkloads, ", "))
+				fmt.Fprintf(os.Stderr, "zxbench: --workloads: unknown FUSE workload %q (want %s, or a group: %s)\n",
+					w, strings.Join(FUSEWorkloads, ", "), strings.Join(fuseGroupNames(), ", "))
 				return 2
 			case w == WFind || w == WGrep || w == WRm || w == groupFile:
 			default:
@@ -289,8 +302,8 @@ Flags:
 			return 2
 		}
 	}
-	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 {
-		fmt.Fprintln(os.Stderr, "zxbench: --cap, --size, --tar-bytes and --c-files must be positive")
+	if cfg.Cap <= 0 || cfg.FileSize <= 0 || cfg.TarBytes <= 0 || cfg.CFiles <= 0 || cfg.WriteFiles <= 0 || cfg.Transactions <= 0 {
+		fmt.Fprintln(os.Stderr, "zxbench: --cap, --size, --tar-bytes, --c-files, --write-files and --transactions must be positive")
 		return 2
 	}
 

@@ -25,7 +25,8 @@ import (
 // project) is made on the server's disk before mounting, outside the
 // timing.
 
-// FUSE workload names.
+// FUSE workload names (those of the write workloads of issue 14 are in
+// fusewrite.go).
 const (
 	FFind     = "find"
 	FGrepCold = "grep-cold"
@@ -33,24 +34,110 @@ const (
 	FLs       = "ls"
 	FDiff     = "diff"
 	FRm       = "rm"
-	FRmWB     = "rm-wb"
+	FRmWB     = FRm + "-wb"
 	FTar      = "tar"
-	FTarWB    = "tar-wb"
+	FTarWB    = FTar + "-wb"
 	FGit      = "git"
 	FMake     = "make"
 	// write and read are WWrite and WRead.
 )
 
-// fuseGroups are the names --workloads accepts besides single workloads.
-var fuseGroups = map[string][]string{
-	"grep": {FGrepCold, FGrepWarm},
-	"rm":   {FRm, FRmWB},
-	"tar":  {FTar, FTarWB},
-	"file": {WWrite, WRead},
+// zxMode is a way of mounting zx that the workloads that write run in,
+// besides the default one.
+type zxMode struct {
+	suffix string // added to the workload's name: "" for the default mode
+	flag   string // the zx mount flag that selects it, for labels
+	// writeBack: mount.Options.WriteBack over a cache with a journal in
+	// a fresh directory on local disk (zx mount --writeback).
+	writeBack bool
 }
 
+// zxModes are the modes the workloads that write run in, the default
+// first. A mode the mount gains (the delegations of issue 14, or a strict
+// mode beside them) is one more entry here and its options in mountZX.
+var zxModes = []zxMode{
+	{},
+	{suffix: "-wb", flag: "--writeback", writeBack: true},
+}
+
+// fuseBase lists the FUSE suite's workloads in report order; those marked
+// modes also run in every other mode of zxModes, as workloads of their
+// own (base + suffix), zx only.
+var fuseBase = []struct {
+	w     string
+	modes bool
+}{
+	{FFind, false}, {FGrepCold, false}, {FGrepWarm, false}, {FLs, false}, {FDiff, false},
+	{FRm, true}, {FTar, true}, {FCp, true}, {FClone, true}, {FGit, false}, {FCommit, true},
+	{FMake, false}, {FSQLite, true}, {FSQLiteWAL, true}, {WWrite, false}, {WRead, false},
+}
+
+// writeWorkloads are issue 14's: what people do on a remote tree that
+// writes (the group "writes").
+var writeWorkloads = []string{FRm, FTar, FCp, FClone, FCommit, FMake, FSQLite, FSQLiteWAL}
+
 // FUSEWorkloads lists the FUSE suite's workloads in report order.
-var FUSEWorkloads = []string{FFind, FGrepCold, FGrepWarm, FLs, FDiff, FRm, FRmWB, FTar, FTarWB, FGit, FMake, WWrite, WRead}
+var FUSEWorkloads = func() []string {
+	var ws []string
+	for _, b := range fuseBase {
+		ws = append(ws, b.w)
+		if b.modes {
+			for _, m := range zxModes[1:] {
+				ws = append(ws, b.w+m.suffix)
+			}
+		}
+	}
+	return ws
+}()
+
+// fuseGroups are the names --workloads accepts besides single workloads:
+// a workload that runs in several modes names them all.
+var fuseGroups = func() map[string][]string {
+	g := map[string][]string{
+		"grep": {FGrepCold, FGrepWarm},
+		"file": {WWrite, WRead},
+	}
+	for _, b := range fuseBase {
+		if b.modes {
+			g[b.w] = append(g[b.w], b.w)
+			for _, m := range zxModes[1:] {
+				g[b.w] = append(g[b.w], b.w+m.suffix)
+			}
+		}
+	}
+	for _, w := range writeWorkloads {
+		g["writes"] = append(g["writes"], g[w]...)
+		if len(g[w]) == 0 {
+			g["writes"] = append(g["writes"], w)
+		}
+	}
+	return g
+}()
+
+// fuseGroupNames returns the names of fuseGroups, sorted.
+func fuseGroupNames() []string {
+	var ns []string
+	for n := range fuseGroups {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// modeOf returns the zx mode of workload w and the workload it is a
+// variant of (w itself in the default mode).
+func modeOf(w string) (zxMode, string) {
+	for _, m := range zxModes[1:] {
+		if b, ok := strings.CutSuffix(w, m.suffix); ok {
+			for _, fb := range fuseBase {
+				if fb.w == b && fb.modes {
+					return m, b
+				}
+			}
+		}
+	}
+	return zxModes[0], w
+}
 
 // fuseWant says whether the FUSE workload w was asked for.
 func (c *Config) fuseWant(w string) bool {
@@ -65,6 +152,19 @@ func (c *Config) fuseWant(w string) bool {
 			if g == w {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// fuseWantAny says whether workload base was asked for in any mode.
+func (c *Config) fuseWantAny(base string) bool {
+	if c.fuseWant(base) {
+		return true
+	}
+	for _, m := range zxModes[1:] {
+		if c.fuseWant(base + m.suffix) {
+			return true
 		}
 	}
 	return false
@@ -95,9 +195,10 @@ const (
 type fuseJob struct {
 	w     string
 	label string
-	// wb: zx in write-back mode; there is no sshfs run of its own: the
-	// report compares it with the sshfs run of base.
-	wb   bool
+	// mode: the zx mode it runs in. In any but the default one it is a
+	// variant of workload base, zx only: the report compares it with
+	// the sshfs and local runs of base.
+	mode zxMode
 	base string
 	// warm: run once untimed on the same mount, then time the second run.
 	warm bool
@@ -146,6 +247,7 @@ type fuseFixtures struct {
 	fuseFloor  float64 // tar -x into a pass-through FUSE mount of it
 	repoFiles  int64
 	cFiles     int
+	writeFixtures
 }
 
 // FuseInfo describes the FUSE run's fixtures, for the report.
@@ -165,6 +267,9 @@ type FuseInfo struct {
 	CFiles           int     `json:"c_files"`
 	Writeback        string  `json:"writeback"` // how write-back mode was run, or why not
 	SharedMachine    string  `json:"shared_machine,omitempty"`
+	// Writes describes the fixtures of the write workloads of issue 14
+	// (nil when none ran).
+	Writes *WriteInfo `json:"writes,omitempty"`
 }
 
 // pickSlice picks top-level directories of the tree whose file data
@@ -245,7 +350,7 @@ func (r *runner) fuseSetup(ctx context.Context) (*fuseFixtures, error) {
 	if fx.sliceDirs, fx.slice, fx.sliceBytes, err = r.pickSlice(cfg.TarBytes); err != nil {
 		return nil, err
 	}
-	if cfg.fuseWant(FTar) || cfg.fuseWant(FTarWB) {
+	if cfg.fuseWantAny(FTar) {
 		fx.tarFile = filepath.Join(r.dir, "slice.tar")
 		args := append([]string{"-cf", fx.tarFile, "-C", tree}, fx.sliceDirs...)
 		if out, err := exec.CommandContext(ctx, "tar", args...).CombinedOutput(); err != nil {
@@ -322,6 +427,9 @@ func (r *runner) fuseSetup(ctx context.Context) (*fuseFixtures, error) {
 		if err := writeCProject(filepath.Join(r.export, "cproj"), cfg.CFiles); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.writeSetup(ctx, fx); err != nil {
+		return nil, err
 	}
 	return fx, nil
 }
@@ -413,8 +521,8 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 		}})
 
 	cp := filepath.Join(r.export, "copy")
-	rm := func(wb bool, w string) *fuseJob {
-		return &fuseJob{w: w, label: "rm -rf a copy of the tree", wb: wb, base: FRm, rough: 1.5, items: whole.entries,
+	rm := func(m zxMode) *fuseJob {
+		return &fuseJob{w: FRm + m.suffix, label: "rm -rf a copy of the tree", mode: m, base: FRm, rough: 1.5, items: whole.entries,
 			cmd:  func(mnt, rel string) []string { return []string{"rm", "-rf", filepath.Join(mnt, "copy")} },
 			prep: func(string) error { return copyTree(tree, cp) },
 			progress: func() (int64, int64) {
@@ -431,12 +539,13 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 				return nil
 			}}
 	}
-	add(rm(false, FRm))
-	add(rm(true, FRmWB))
+	for _, m := range zxModes {
+		add(rm(m))
+	}
 
 	untar := filepath.Join(r.export, "untar")
-	tar := func(wb bool, w string) *fuseJob {
-		return &fuseJob{w: w, label: fmt.Sprintf("tar -x of a %.0f MB archive", float64(fx.tarBytes)/1e6), wb: wb, base: FTar,
+	tar := func(m zxMode) *fuseJob {
+		return &fuseJob{w: FTar + m.suffix, label: fmt.Sprintf("tar -x of a %.0f MB archive", float64(fx.tarBytes)/1e6), mode: m, base: FTar,
 			rough: 10, items: fx.tarEntries,
 			cmd: func(mnt, rel string) []string {
 				return []string{"tar", "-xf", fx.tarFile, "-C", filepath.Join(mnt, "untar")}
@@ -455,8 +564,10 @@ func (r *runner) fuseJobs(fx *fuseFixtures) []*fuseJob {
 				return nil
 			}}
 	}
-	add(tar(false, FTar))
-	add(tar(true, FTarWB))
+	for _, m := range zxModes {
+		add(tar(m))
+	}
+	r.writeJobs(fx, add)
 
 	// git status with a pathspec looks at that part of the index and
 	// the work tree only: the subtree runs for projections.
@@ -519,6 +630,12 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 	if cfg.TarBytes <= 0 {
 		cfg.TarBytes = 35e6
 	}
+	if cfg.WriteFiles <= 0 {
+		cfg.WriteFiles = 300
+	}
+	if cfg.Transactions <= 0 {
+		cfg.Transactions = 200
+	}
 	r := newRunner(cfg, e, SuiteFUSE)
 	if err := checkFUSE(); err != nil {
 		return nil, err
@@ -555,8 +672,18 @@ func runFUSE(ctx context.Context, cfg Config, e *env) (*Report, error) {
 		SliceBytes: fx.sliceBytes, TarBytes: fx.tarBytes, TarEntries: fx.tarEntries, TarFloorSecs: fx.floor, TarFUSEFloorSecs: fx.fuseFloor,
 		RepoFiles: fx.repoFiles, CFiles: fx.cFiles + 1, SharedMachine: cfg.Shared}
 	info.Writeback = writebackMode()
+	if tree, _, sqlite := cfg.wantsWrites(); tree || sqlite {
+		info.Writes = &WriteInfo{Files: fx.smallFiles, Entries: fx.smallEntries, Bytes: fx.smallBytes,
+			CloneEntries: fx.cloneEntries, Changes: commitChanges, FsyncsPerTx: fx.fsyncs, FsyncNote: fx.fsyncNote}
+		if sqlite {
+			info.Writes.Transactions = cfg.Transactions
+		}
+	}
 	r.rep.Fuse = info
 	jobs := r.fuseJobs(fx)
+	if err := r.fuseLocal(ctx, jobs); err != nil {
+		return nil, err
+	}
 	for _, rtt := range cfg.RTTs {
 		if err := r.fuseLink(ctx, jobs, rtt, 0); err != nil {
 			return nil, err
@@ -595,7 +722,7 @@ func checkFUSE() error {
 
 // writebackMode says how write-back workloads are run.
 func writebackMode() string {
-	return "`rm-wb` and `tar-wb` mount with `mount.Options{WriteBack: true}` over `cache.Open` with a journal in a fresh directory on local disk (what `zx mount --writeback` does): close() does not wait for the server; after the timed command the benchmark waits for `FS.Sync` (what fsync and `zx sync` wait for) and reports that wait separately. In the default mode, changes the mount pipelined without waiting (rm's unlinks and rmdirs) may still be on their way when the command exits, for about one RTT: the check of the result waits for them (`FS.Sync`) first, outside the timing"
+	return "the `-wb` workloads mount with `mount.Options{WriteBack: true}` over `cache.Open` with a journal in a fresh directory on local disk (what `zx mount --writeback` does): close() does not wait for the server; after the timed command the benchmark waits for `FS.Sync` (what fsync and `zx sync` wait for) and reports that wait separately. In the default mode, changes the mount pipelined without waiting (rm's unlinks and rmdirs) may still be on their way when the command exits, for about one RTT: the check of the result waits for them (`FS.Sync`) first, outside the timing"
 }
 
 // loadavg returns the system's load averages, which say how busy the

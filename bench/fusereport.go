@@ -13,40 +13,62 @@ func (rep *Report) fuseRows() []panel {
 		seen[r.Workload] = true
 	}
 	labels := map[string]string{
-		FFind:     "find -name missing",
-		FGrepCold: "grep -r (cold)",
-		FGrepWarm: "grep -r (warm)",
-		FLs:       "ls -lR",
-		FDiff:     "diff -r of two copies",
-		FRm:       "rm -rf a copy of the tree",
-		FRmWB:     "rm -rf a copy (zx --writeback)",
-		FTar:      "tar -x of the archive",
-		FTarWB:    "tar -x (zx --writeback)",
-		FGit:      "git status (warm)",
-		FMake:     "make of the C project",
-		WWrite:    "write one file (" + sizeLabel(rep.FileSize) + ")",
-		WRead:     "read one file (" + sizeLabel(rep.FileSize) + ")",
+		FFind:      "find -name missing",
+		FGrepCold:  "grep -r (cold)",
+		FGrepWarm:  "grep -r (warm)",
+		FLs:        "ls -lR",
+		FDiff:      "diff -r of two copies",
+		FRm:        "rm -rf a copy of the tree",
+		FTar:       "tar -x of the archive",
+		FGit:       "git status (warm)",
+		FMake:      "make of the C project",
+		FCp:        "cp -a of a tree",
+		FClone:     "git clone",
+		FCommit:    "git add + commit",
+		FSQLite:    "sqlite transactions (DELETE journal)",
+		FSQLiteWAL: "sqlite transactions (WAL)",
+		WWrite:     "write one file (" + sizeLabel(rep.FileSize) + ")",
+		WRead:      "read one file (" + sizeLabel(rep.FileSize) + ")",
+	}
+	if wi := rep.writeInfo(); wi.Files > 0 {
+		labels[FCp] = fmt.Sprintf("cp -a of a tree of %d files", wi.Files)
+		labels[FClone] = fmt.Sprintf("git clone (%d files)", wi.Files)
+		labels[FCommit] = fmt.Sprintf("git add + commit (%d files)", 2*wi.Changes)
+	}
+	if wi := rep.writeInfo(); wi.Transactions > 0 {
+		labels[FSQLite] = fmt.Sprintf("sqlite: %d transactions (DELETE journal)", wi.Transactions)
+		labels[FSQLiteWAL] = fmt.Sprintf("sqlite: %d transactions (WAL)", wi.Transactions)
 	}
 	for _, w := range FUSEWorkloads {
 		if seen[w] {
-			ps = append(ps, panel{w: w, label: labels[w]})
+			m, base := modeOf(w)
+			label := labels[base]
+			if m.flag != "" {
+				label += " (zx " + m.flag + ")"
+			}
+			ps = append(ps, panel{w: w, label: label})
 		}
 	}
 	return ps
 }
 
-// sshfsBase is the sshfs workload a zx workload is compared with: the
-// write-back variants have no sshfs run of their own.
-func sshfsBase(w string) string {
-	switch w {
-	case WRmAll:
-		return WRm
-	case FRmWB:
-		return FRm
-	case FTarWB:
-		return FTar
+// writeInfo returns the write workloads' fixtures (zero when none ran).
+func (rep *Report) writeInfo() WriteInfo {
+	if rep.Fuse == nil || rep.Fuse.Writes == nil {
+		return WriteInfo{}
 	}
-	return w
+	return *rep.Fuse.Writes
+}
+
+// sshfsBase is the workload of sshfs (and of the local disk) a zx
+// workload is compared with: the variants in zx's other modes have no
+// run of their own there.
+func sshfsBase(w string) string {
+	if w == WRmAll {
+		return WRm
+	}
+	_, base := modeOf(w)
+	return base
 }
 
 // bandwidthBound says whether a FUSE workload's time is its bytes over
@@ -64,7 +86,7 @@ func (rep *Report) fuseMarkdown() string {
 	if fi.SharedMachine != "" {
 		warning = fmt.Sprintf("**The machine was shared during this run:** %s. Times, especially small ones and RTT 0, are noisier than on an idle machine; round-trip counts are not affected.", fi.SharedMachine)
 	}
-	pg.head("zx vs sshfs through FUSE: the benchmark of issue 3", warning)
+	pg.head("zx vs sshfs and the local disk through FUSE: the benchmarks of issues 3 and 14", warning)
 	pg.machine()
 	t := rep.Tree
 	p("\n## Setup\n\n")
@@ -85,6 +107,22 @@ func (rep *Report) fuseMarkdown() string {
 	if fi.RepoFiles > 0 {
 		p("- git: a repository made on the server's disk from a copy of that part (%d files committed, with `core.checkStat=minimal` and `core.trustctime=false` so that the index made on the server's disk stays valid on mounts that number inodes their own way); `git status --porcelain` runs once untimed on the fresh mount, then is timed.\n", fi.RepoFiles)
 	}
+	if wi := rep.writeInfo(); wi.Files > 0 || wi.Transactions > 0 {
+		if wi.Files > 0 {
+			p("- cp, clone, commit: a tree of the first %d files of the tree in walk order (%d entries, %.1f MB) on local disk, copied into the mount with `cp -a` (the check: the same names, contents, modes and mtimes); a git repository of the same files (one commit, packed with `git gc`) on local disk, cloned into the mount with `git clone --no-hardlinks` (%d entries in a clone); and a clone of it made on the server's disk before mounting, with %d files modified and %d added, where `git add -A` and `git commit` run one after the other (with `core.checkStat=minimal` and `core.trustctime=false` as for git status, and an index that is not racily clean).\n",
+				wi.Files, wi.Entries, float64(wi.Bytes)/1e6, wi.CloneEntries, wi.Changes, wi.Changes)
+		}
+		if wi.Transactions > 0 {
+			p("- sqlite: `sqlite3` runs a script of %d transactions, each `BEGIN; INSERT INTO t(v) VALUES(randomblob(200)); COMMIT;`, one at a time, with `PRAGMA synchronous=FULL`, on a database made empty on the server's disk before mounting, in journal_mode=DELETE (sqlite's default) or WAL. ", wi.Transactions)
+			if wi.FsyncsPerTx != nil {
+				p("The script makes %.2f fsync or fdatasync calls per transaction with the DELETE journal and %.2f in WAL mode (%s).\n",
+					wi.FsyncsPerTx["delete"], wi.FsyncsPerTx["wal"], wi.FsyncNote)
+			} else {
+				p("The fsyncs per transaction were %s.\n", wi.FsyncNote)
+			}
+		}
+	}
+	p("- local disk: each workload of the default mode run once with the same command on the directory the servers export (no network, no FUSE; the page cache warm from making the inputs), the floor the zx/local ratio compares with at every RTT.\n")
 	if fi.CFiles > 0 {
 		p("- make: a generated C project of %d .c files (8 small functions each, one header per ten files) built from clean with `make -s` (sequential, the system's cc), objects and program written to the mount.\n", fi.CFiles)
 	}
@@ -117,11 +155,18 @@ func (rep *Report) fuseMarkdown() string {
 	p("- Total run time: %.0f s.\n", rep.Elapsed)
 
 	p("\n## Results\n\n")
-	p("| workload | RTT | zx | sshfs | sshfs/zx | zx round trips | zx round trips per item | zx RTT-equiv. | sshfs RTT-equiv. | MB on link zx / sshfs |\n")
-	p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	p("| workload | RTT | zx | sshfs | local disk | sshfs/zx | zx/local | zx round trips | zx round trips per item | zx RTT-equiv. | sshfs RTT-equiv. | MB on link zx / sshfs |\n")
+	p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range rep.comparisons(rep.fuseRows()) {
 		z, s := c.z, c.s
 		ratio, _, _ := ratioCell(z, s)
+		loc := rep.find(c.w, "local", 0, 0)
+		local, toLocal := "—", "—"
+		if c.rate == 0 && loc != nil {
+			local = pg.timeCell(loc)
+			// ratioCell(a, b) is b's time over a's.
+			toLocal, _, _ = ratioCell(loc, z)
+		}
 		rts, per := "—", "—"
 		if z != nil && z.RoundTrips >= 0 && z.Error == "" && !z.Capped && !z.Skipped {
 			rts = fmt.Sprint(z.RoundTrips)
@@ -133,14 +178,15 @@ func (rep *Report) fuseMarkdown() string {
 		if c.w != sshfsBase(c.w) {
 			sEq = "(sshfs " + sshfsBase(c.w) + ")"
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", c.label, fmtLink(c.rtt, c.rate),
-			pg.timeCell(z), pg.timeCell(s), ratio, rts, per, rep.eqCell(z), sEq, mbCell(z), mbCell(s))
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", c.label, fmtLink(c.rtt, c.rate),
+			pg.timeCell(z), pg.timeCell(s), local, ratio, toLocal, rts, per, rep.eqCell(z), sEq, mbCell(z), mbCell(s))
 	}
-	p("\n\"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The write-back rows have no sshfs run of their own: their sshfs column is the default sshfs run of the same program; \"+ … sync\" is how long the mount's Sync (what fsync and zx sync wait for) took after the command returned, until its data was on the server: not part of the time.\n")
+	p("\nThe local disk column is the same command run once on the directory the servers export (no network, no FUSE), whatever the RTT; zx/local is zx's time over it. \"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The rows of zx's other modes (--writeback) have no sshfs or local run of their own: their sshfs and local columns are those of the same program in the default rows; \"+ … sync\" is how long the mount's Sync (what fsync and zx sync wait for) took after the command returned, until its data was on the server: not part of the time.\n")
 
 	pg.targets(3)
+	pg.targets(14)
 	pg.notesSection()
-	p("\n## Commands\n\nMNT is the mount point, LOCAL the benchmark's scratch directory on local disk.\n\n| workload | zx | sshfs |\n|---|---|---|\n")
+	p("\n## Commands\n\nMNT is the mount point, LOCAL the benchmark's scratch directory on local disk. On the local disk the zx command runs with MNT the directory the servers export.\n\n| workload | zx | sshfs |\n|---|---|---|\n")
 	for _, row := range rep.fuseRows() {
 		zm, sm := rep.methods(row.w)
 		if sm == "" && row.w != sshfsBase(row.w) {
@@ -153,11 +199,13 @@ func (rep *Report) fuseMarkdown() string {
 }
 
 func itemName(w string) string {
-	switch w {
-	case FGrepCold, FGrepWarm, FDiff, FGit:
+	switch sshfsBase(w) {
+	case FGrepCold, FGrepWarm, FDiff, FGit, FClone, FCommit:
 		return "file"
 	case FMake:
 		return ".c file"
+	case FSQLite, FSQLiteWAL:
+		return "transaction"
 	}
 	return "entry"
 }
@@ -168,7 +216,7 @@ func (rep *Report) fuseTargets() []Target {
 	// 1. At 50 ms, default mode, every workload that is not
 	// bandwidth-bound at least 10× faster than sshfs.
 	for _, row := range rep.fuseRows() {
-		if bandwidthBound(row.w) || row.w != sshfsBase(row.w) {
+		if bandwidthBound(row.w) || row.w != sshfsBase(row.w) || issue14Only(row.w) {
 			continue
 		}
 		tg := Target{Name: "at 50 ms, " + row.label + " ≥ 10× faster than sshfs", Status: "not measured"}
@@ -297,8 +345,111 @@ func (rep *Report) fuseTargets() []Target {
 	// 5. At RTT 0, nothing slower than sshfs by more than 1.5×.
 	var ws []string
 	for _, row := range rep.fuseRows() {
-		ws = append(ws, row.w)
+		if !issue14Only(row.w) {
+			ws = append(ws, row.w)
+		}
 	}
-	ts = append(ts, rep.noSlowerTarget("at RTT 0, no workload slower than sshfs by more than 1.5×", ws))
-	return ts
+	ts = append(ts, rep.noSlowerTarget("at RTT 0, no workload slower than sshfs by more than 1.5×", ws, 1.5))
+	for i := range ts {
+		ts[i].Issue = 3
+	}
+	return append(ts, rep.writeTargets()...)
+}
+
+// issue14Only says whether w is one of the workloads issue 14 added,
+// which issue 3's targets do not cover.
+func issue14Only(w string) bool {
+	switch sshfsBase(w) {
+	case FCp, FClone, FCommit, FSQLite, FSQLiteWAL:
+		return true
+	}
+	return false
+}
+
+// ran says whether workload w has a result.
+func (rep *Report) ran(w string) bool {
+	for _, r := range rep.Results {
+		if r.Workload == w {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTargets checks issue 14's benchmark targets for the workloads that
+// write, in the default mode, for those that ran.
+func (rep *Report) writeTargets() []Target {
+	labels := map[string]string{}
+	for _, row := range rep.fuseRows() {
+		labels[row.w] = row.label
+	}
+	var ts []Target
+	// 1. At 100 ms, within 1.5× their own time at RTT 0 plus 10 round
+	// trips.
+	for _, w := range []string{FTar, FCp, FClone, FCommit, FMake} {
+		if !rep.ran(w) {
+			continue
+		}
+		tg := Target{Issue: 14, Name: fmt.Sprintf("at 100 ms, %s ≤ 1.5× its time at RTT 0 + 10 round trips", labels[w]), Status: "not measured"}
+		z0, z := rep.find(w, "zx", 0, 0), rep.find(w, "zx", 100, 0)
+		if z0 != nil && z != nil {
+			t0, proj0, ok0 := z0.Time()
+			t, proj, ok := z.Time()
+			if ok0 && ok {
+				bound := 1.5*t0 + 10*0.1
+				tg.judge(t <= bound, []string{fmt.Sprintf("%s at 100 ms; 1.5 × %s + 10 × 100 ms = %s", fmtSecs(t), fmtSecs(t0), fmtSecs(bound))}, "")
+				if proj || proj0 {
+					tg.Status += " (on a projection)"
+				}
+			}
+		} else if z == nil {
+			tg.Detail = "no run at 100 ms"
+		}
+		ts = append(ts, tg)
+	}
+	// 2. The database: one blocking round trip per fsync it does. The
+	// count does not depend on the RTT: every complete run counts.
+	wi := rep.writeInfo()
+	for _, w := range []string{FSQLite, FSQLiteWAL} {
+		if !rep.ran(w) {
+			continue
+		}
+		f := wi.FsyncsPerTx[sqliteModes[w]]
+		tg := Target{Issue: 14, Name: labels[w] + ": one blocking round trip per fsync", Status: "not measured"}
+		if f <= 0 || wi.Transactions <= 0 {
+			tg.Detail = "the fsyncs per transaction were " + wi.FsyncNote
+			ts = append(ts, tg)
+			continue
+		}
+		fsyncs := f * float64(wi.Transactions)
+		var ds []string
+		met := true
+		for _, rtt := range rep.RTTsMs {
+			z := rep.find(w, "zx", rtt, 0)
+			if z == nil || z.RoundTrips < 0 || z.Error != "" || z.Capped || z.Skipped {
+				continue
+			}
+			// A few more for opening the database.
+			met = met && float64(z.RoundTrips) <= fsyncs+10
+			ds = append(ds, fmt.Sprintf("%g ms: %d round trips for %.0f fsyncs (%d transactions × %.2f) = %.2f per fsync",
+				rtt, z.RoundTrips, fsyncs, wi.Transactions, f, float64(z.RoundTrips)/fsyncs))
+		}
+		tg.judge(met, ds, "; ")
+		ts = append(ts, tg)
+	}
+	// 3. --fsync local: a mode zx does not have yet.
+	if rep.ran(FSQLite) || rep.ran(FSQLiteWAL) {
+		ts = append(ts, Target{Issue: 14, Name: "with --fsync local, the database at 100 ms ≤ 2× its time at RTT 0", Status: "not measured",
+			Detail: "zx has no --fsync local mode yet"})
+	}
+	// 4. At RTT 0, nothing slower than sshfs by more than 1.2×.
+	var ws []string
+	for _, row := range rep.fuseRows() {
+		if m, _ := modeOf(row.w); m == zxModes[0] {
+			ws = append(ws, row.w)
+		}
+	}
+	tg := rep.noSlowerTarget("at RTT 0, in the default mode, no workload slower than sshfs by more than 1.2×", ws, 1.2)
+	tg.Issue = 14
+	return append(ts, tg)
 }

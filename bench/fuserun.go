@@ -23,10 +23,10 @@ type zxMount struct {
 	fs   *zxmount.FS
 }
 
-// mountZX mounts the server behind addr on mnt, with the mount's
-// defaults (as zx mount does), or in write-back mode with its journal in
-// a fresh directory journal (as zx mount --writeback does).
-func (e *env) mountZX(ctx context.Context, addr, mnt, journal string) (*zxMount, error) {
+// mountZX mounts the server behind addr on mnt in mode m: with the
+// mount's defaults (as zx mount does), or in write-back mode with its
+// journal in a fresh directory journal (as zx mount --writeback does).
+func (e *env) mountZX(ctx context.Context, addr, mnt string, m zxMode, journal string) (*zxMount, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, addr, client.Options{})
@@ -38,11 +38,16 @@ func (e *env) mountZX(ctx context.Context, addr, mnt, journal string) (*zxMount,
 		return nil, err
 	}
 	z := &zxMount{conn: c}
-	if z.ca, err = cache.Open(c.Tree(""), cache.Options{Journal: journal}); err != nil {
+	var copts cache.Options
+	opts := zxmount.Options{FsName: "zxbench"}
+	if m.writeBack {
+		copts.Journal, opts.WriteBack = journal, true
+	}
+	if z.ca, err = cache.Open(c.Tree(""), copts); err != nil {
 		c.Close()
 		return nil, err
 	}
-	z.fs, err = zxmount.Mount(mnt, z.ca, zxmount.Options{FsName: "zxbench", WriteBack: journal != ""})
+	z.fs, err = zxmount.Mount(mnt, z.ca, opts)
 	if err != nil {
 		z.ca.Close()
 		c.Close()
@@ -81,7 +86,7 @@ func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duratio
 			if err := l.fuseJob(ctx, j, "zx"); err != nil {
 				return err
 			}
-			if l.sp != nil && !j.wb {
+			if l.sp != nil && j.mode == zxModes[0] {
 				if err := l.fuseJob(ctx, j, "sshfs"); err != nil {
 					return err
 				}
@@ -95,16 +100,54 @@ func (r *runner) fuseLink(ctx context.Context, jobs []*fuseJob, rtt time.Duratio
 }
 
 func (l *linkRun) mountPoint(sys string) string {
-	if sys == "zx" {
+	switch sys {
+	case "zx":
 		return filepath.Join(l.dir, "zmnt")
+	case "local":
+		// The server's own directory: the command on the local disk.
+		return l.export
 	}
 	return filepath.Join(l.dir, "mnt")
+}
+
+// fuseLocal runs each job (in the default mode) once on the local disk:
+// the same command on the directory the servers export, with no network
+// or FUSE. It is the floor the report compares with at every RTT; its
+// result is recorded at RTT 0.
+func (r *runner) fuseLocal(ctx context.Context, jobs []*fuseJob) error {
+	r.cfg.logf("== the local disk")
+	l := &linkRun{runner: r}
+	for _, j := range jobs {
+		if j.mode != zxModes[0] {
+			continue
+		}
+		res, err := l.fuseOnce(ctx, j, "local", ".", r.cfg.Cap)
+		if err != nil {
+			return err
+		}
+		if res.Items == 0 && res.Error == "" && !res.Capped {
+			res.Items = j.items
+		}
+		l.add(res)
+	}
+	return nil
 }
 
 // method is j's command line on subtree rel, for the report.
 func (l *linkRun) method(j *fuseJob, sys, rel string) string {
 	mnt := l.mountPoint(sys)
-	m := strings.ReplaceAll(strings.Join(j.cmd(mnt, rel), " "), mnt, "MNT")
+	var args []string
+	for _, a := range j.cmd(mnt, rel) {
+		if strings.ContainsAny(a, " \"'$*&") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	to := "MNT"
+	if sys == "local" {
+		to = "DIR"
+	}
+	m := strings.ReplaceAll(strings.Join(args, " "), mnt, to)
 	m = strings.ReplaceAll(m, l.dir, "LOCAL")
 	if j.warm {
 		m += " (run once untimed first)"
@@ -149,14 +192,14 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 	switch sys {
 	case "zx":
 		journal := ""
-		if j.wb {
+		if j.mode.writeBack {
 			var err error
 			if journal, err = os.MkdirTemp(l.dir, "journal-"); err != nil {
 				return nil, err
 			}
 			defer os.RemoveAll(journal)
 		}
-		z, err := l.env.mountZX(ctx, l.zp.Addr(), mnt, journal)
+		z, err := l.env.mountZX(ctx, l.zp.Addr(), mnt, j.mode, journal)
 		if err != nil {
 			// One measurement lost, not the run.
 			res.Error = "zx mount: " + err.Error()
@@ -190,6 +233,9 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		}
 		defer m.unmount()
 		bytes = func() int64 { return proxyBytes(l.sp) }
+	case "local":
+		bytes = func() int64 { return 0 }
+		res.RTTms = 0
 	}
 	if j.warm {
 		_, capped, err := runCmd(ctx, capd, j.ok, args[0], args[1:]...)
@@ -225,7 +271,7 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 		res.Error = err.Error()
 	default:
 		res.Seconds = el.Seconds()
-		if j.wb && flush != nil {
+		if j.mode != zxModes[0] && flush != nil {
 			// What the command wrote, on the server (mount.FS.Sync,
 			// what fsync and zx sync wait for).
 			fctx, cancel := context.WithTimeout(ctx, capd)
@@ -238,7 +284,7 @@ func (l *linkRun) fuseOnce(ctx context.Context, j *fuseJob, sys, rel string, cap
 				res.FlushSeconds = time.Since(t0).Seconds()
 			}
 		}
-		if !j.wb && flush != nil && j.check != nil && rel == "." && res.Error == "" {
+		if j.mode == zxModes[0] && flush != nil && j.check != nil && rel == "." && res.Error == "" {
 			// Changes the mount pipelined (rm's last rmdir) may still
 			// be on their way, for about one RTT: the check waits for
 			// them, outside the timing.

@@ -15,6 +15,7 @@ import (
 var (
 	zxColor    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	sshfsColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	localColor = color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
 )
 
 // panel is one workload's plot.
@@ -121,6 +122,22 @@ func (rep *Report) plot(path string) error {
 				p.Legend.Add(pts.legend, s)
 			}
 		}
+		if loc := rep.find(row.w, "local", 0, 0); loc != nil && len(rep.RTTsMs) > 0 {
+			// The local disk does not depend on the RTT: a flat line.
+			if t, _, ok := loc.Time(); ok && t > 0 {
+				l, err := plotter.NewLine(plotter.XYs{{X: minf(rep.RTTsMs), Y: t}, {X: maxf(rep.RTTsMs), Y: t}})
+				if err != nil {
+					return err
+				}
+				l.Color = localColor
+				l.Width = vg.Points(1.5)
+				l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+				p.Add(l)
+				p.Legend.Add("local disk", l)
+				points++
+				ylo, yhi = minPos(ylo, t), max(yhi, t)
+			}
+		}
 		switch {
 		case points == 0:
 			// A log axis needs a positive range even with nothing on it.
@@ -159,6 +176,15 @@ func (rep *Report) plot(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// minf returns the smallest of xs.
+func minf(xs []float64) float64 {
+	m := xs[0]
+	for _, x := range xs[1:] {
+		m = min(m, x)
+	}
+	return m
 }
 
 // minPos returns the smaller of a and b, treating 0 as unset.
