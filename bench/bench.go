@@ -198,7 +198,7 @@ missing string, remove a copy of the tree, and write and read one big file
 
 The FUSE suite (--fuse) runs the same unmodified programs on a zx mount
 (package mount, served by this process, so that its connection's blocking
-round trips are counted), on sshfs and once on the local disk: find -name
+round trips are counted), on sshfs and on the local disk: find -name
 missing, grep -r (cold and warm), ls -lR, diff -r of two copies of the
 tree, rm -rf of a copy, tar -x of an archive of part of the tree
 (--tar-bytes), git status (warm) in a repository of the same part, make

@@ -122,7 +122,7 @@ func (rep *Report) fuseMarkdown() string {
 			}
 		}
 	}
-	p("- local disk: each workload of the default mode run once with the same command on the directory the servers export (no network, no FUSE; the page cache warm from making the inputs), the floor the zx/local ratio compares with at every RTT.\n")
+	p("- local disk: each workload of the default mode run with the same command on the directory the servers export (no network, no FUSE; the page cache warm from making the inputs), best of %d: the floor the zx/local ratio compares with at every RTT.\n", localRuns)
 	if fi.CFiles > 0 {
 		p("- make: a generated C project of %d .c files (8 small functions each, one header per ten files) built from clean with `make -s` (sequential, the system's cc), objects and program written to the mount.\n", fi.CFiles)
 	}
@@ -181,7 +181,7 @@ func (rep *Report) fuseMarkdown() string {
 		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", c.label, fmtLink(c.rtt, c.rate),
 			pg.timeCell(z), pg.timeCell(s), local, ratio, toLocal, rts, per, rep.eqCell(z), sEq, mbCell(z), mbCell(s))
 	}
-	p("\nThe local disk column is the same command run once on the directory the servers export (no network, no FUSE), whatever the RTT; zx/local is zx's time over it. \"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The rows of zx's other modes (--writeback) have no sshfs or local run of their own: their sshfs and local columns are those of the same program in the default rows; \"+ … sync\" is how long the mount's Sync (what fsync and zx sync wait for) took after the command returned, until its data was on the server: not part of the time.\n")
+	p("\nThe local disk column is the same command run on the directory the servers export (no network, no FUSE; best of %d), whatever the RTT; zx/local is zx's time over it. \"zx round trips\" is the count of blocking round trips the mount's connection waited for during the timed run (`client.Conn.Stats().RoundTrips`), exact and independent of timing. RTT-equiv. = (time − time at RTT 0) / RTT: how many round trips' worth of time the latency added, a ratio of times (sshfs's round trips are not observable from outside). The rows of zx's other modes (--writeback) have no sshfs or local run of their own: their sshfs and local columns are those of the same program in the default rows; \"+ … sync\" is how long the mount's Sync (what fsync and zx sync wait for) took after the command returned, until its data was on the server: not part of the time.\n", localRuns)
 
 	pg.targets(3)
 	pg.targets(14)

@@ -110,25 +110,38 @@ func (l *linkRun) mountPoint(sys string) string {
 	return filepath.Join(l.dir, "mnt")
 }
 
-// fuseLocal runs each job (in the default mode) once on the local disk:
-// the same command on the directory the servers export, with no network
-// or FUSE. It is the floor the report compares with at every RTT; its
-// result is recorded at RTT 0.
+// localRuns is how many times each job runs on the local disk, the best
+// counting: its times are small, and on a shared machine one says little.
+const localRuns = 3
+
+// fuseLocal runs each job (in the default mode) on the local disk: the
+// same command on the directory the servers export, with no network or
+// FUSE. Its best run is the floor the report compares with at every RTT,
+// recorded at RTT 0.
 func (r *runner) fuseLocal(ctx context.Context, jobs []*fuseJob) error {
-	r.cfg.logf("== the local disk")
+	r.cfg.logf("== the local disk (best of %d)", localRuns)
 	l := &linkRun{runner: r}
 	for _, j := range jobs {
 		if j.mode != zxModes[0] {
 			continue
 		}
-		res, err := l.fuseOnce(ctx, j, "local", ".", r.cfg.Cap)
-		if err != nil {
-			return err
+		var best *Result
+		for range localRuns {
+			res, err := l.fuseOnce(ctx, j, "local", ".", r.cfg.Cap)
+			if err != nil {
+				return err
+			}
+			if best == nil || res.Error != "" || res.Capped || best.Error == "" && !best.Capped && res.Seconds < best.Seconds {
+				best = res
+			}
+			if res.Error != "" || res.Capped {
+				break
+			}
 		}
-		if res.Items == 0 && res.Error == "" && !res.Capped {
-			res.Items = j.items
+		if best.Items == 0 && best.Error == "" && !best.Capped {
+			best.Items = j.items
 		}
-		l.add(res)
+		l.add(best)
 	}
 	return nil
 }
