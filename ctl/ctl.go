@@ -150,7 +150,17 @@ func (f *File) Read(ctx context.Context) ([]byte, error) {
 	if f.Below == nil {
 		return b.Bytes(), nil
 	}
-	below, err := zx.ReadFile(ctx, f.Below, Path)
+	bctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		// The layers below get most of the time left, not all of it:
+		// when one of them does not answer (a server gone), the
+		// status of this layer, and of those that did answer, is
+		// still returned in time, ending with why the rest is missing.
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)*9/10))
+		defer cancel()
+	}
+	below, err := zx.ReadFile(bctx, f.Below, Path)
 	switch {
 	case err == nil:
 		b.Write(below)
@@ -161,7 +171,17 @@ func (f *File) Read(ctx context.Context) ([]byte, error) {
 		// of a tree that is not there is an error, not a short file.
 		return nil, err
 	default:
-		fmt.Fprintf(&b, "== below ?\nerror %s\n", oneLine(err.Error()))
+		// One "error" line per line of the message, so that a
+		// message of several lines (a server key that changed) reads
+		// as it was written; BelowError puts it together again.
+		b.WriteString("== below ?\n")
+		msg := err.Error()
+		if zx.KindOf(err) == zx.ErrTimeout {
+			msg = "the layers below did not answer in time: " + msg
+		}
+		for l := range strings.SplitSeq(strings.TrimSpace(msg), "\n") {
+			b.WriteString(strings.TrimRight("error "+l, " ") + "\n")
+		}
 	}
 	return b.Bytes(), nil
 }
@@ -178,7 +198,24 @@ func absent(err error) bool {
 	return zx.KindOf(err) == zx.ErrNotExist
 }
 
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+// BelowError returns the error that ended the status text (the layers
+// below could not be read), or "".
+func BelowError(secs []Section) string {
+	var lines []string
+	for _, s := range secs {
+		if s.Kind != "below" {
+			continue
+		}
+		for _, l := range s.Lines {
+			if l == "error" {
+				lines = append(lines, "")
+			} else if m, ok := strings.CutPrefix(l, "error "); ok {
+				lines = append(lines, m)
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
 
 // Write runs each line of text as a command, in order, and returns the
 // first error (the lines after a failed one are not run).

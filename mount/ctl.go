@@ -51,6 +51,9 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 		// files with writes not yet sent, and their sizes.
 		fmt.Sprintf("dirty %d", dirtyBytes),
 		fmt.Sprintf("writeback %d", dirty),
+		// Changes answered without waiting whose replies have not
+		// come: with the server gone they are all that is pending.
+		fmt.Sprintf("pipelined %d", m.pipelined()),
 		fmt.Sprintf("surprises %d", m.surprises.Load()),
 		"coherence "+mode,
 		fmt.Sprintf("timeout %s", m.opts.Timeout),

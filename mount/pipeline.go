@@ -199,6 +199,13 @@ type pipeOp struct {
 	done  chan struct{}
 }
 
+// pipelined returns how many pipelined changes are in flight.
+func (m *FS) pipelined() int {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	return len(m.pops)
+}
+
 // waitPipelined waits for the pipelined changes issued so far that touch
 // p (all of them if p is ""), bounded by ctx.
 func (m *FS) waitPipelined(ctx context.Context, p string) error {

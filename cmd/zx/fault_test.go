@@ -65,13 +65,14 @@ type zxServer struct {
 	t    *testing.T
 	dir  string
 	addr string
+	args []string // more flags of zx serve
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
 func (s *zxServer) start() {
 	s.t.Helper()
-	cmd := exec.Command(zxBin, "serve", "--listen", s.addr, s.dir)
+	cmd := exec.Command(zxBin, append(append([]string{"serve", "--listen", s.addr}, s.args...), s.dir)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -514,9 +514,13 @@ func umountCommand() command {
 		args:    "[--force] [--timeout D] MOUNTPOINT",
 		summary: "unmount a zx mount",
 		help: "Umount first waits until data written through the mount is on the server (as " +
-			"'zx sync'; it matters with --writeback). If some cannot be sent, it says so and " +
-			"refuses, unless --force is given: then the data stays in the mount's journal and is " +
-			"sent at the next mount of the same location with the same cache directory. It then " +
+			"'zx sync'; it matters with --writeback). If the server cannot be reached, it reads the " +
+			"mount's status (MOUNTPOINT/Ctl): with nothing waiting to be sent it says why the server " +
+			"was unreachable and unmounts; with data waiting it says how much, where it is kept and why " +
+			"the server is unreachable, and refuses, unless --force is given: then journaled data (with " +
+			"--writeback) stays in the mount's journal and is sent at the next mount of the same location " +
+			"with the same cache directory, while data only the mount's process holds (writes sent ahead " +
+			"without --writeback) is lost, as it says. It then " +
 			"unmounts with fusermount3, lazily if the mount is busy or its server is gone, so it " +
 			"always succeeds for a zx mount with nothing pending.",
 		exit:    "0 unmounted; 1 not unmounted (written data could not reach the server, or MOUNTPOINT is not a zx mount); 2 bad usage.",
@@ -541,11 +545,24 @@ func runUmount(args []string) int {
 		return notZXMount(c, rest[0])
 	}
 	if err := syncMount(rest[0], *timeout); err != nil {
-		if !*force && err != errMountGone {
-			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v; use --force to unmount anyway (nothing is lost)\n", err)
+		var se *syncError
+		switch {
+		case err == errMountGone:
+			fmt.Fprintf(os.Stderr, "zx umount: %v\n", err)
+		case errors.As(err, &se) && !se.pending():
+			// Nothing to lose: the server being unreachable is no
+			// reason to keep the mount. Say why it was, though.
+			fmt.Fprintf(os.Stderr, "zx umount: note: %s: nothing written through the mount was waiting to be sent; "+
+				"the server could not be reached: %s\n", rest[0], se.server())
+		case *force:
+			fmt.Fprintf(os.Stderr, "zx umount: unmounting anyway (--force): %v\n", err)
+		case errors.As(err, &se) && se.journal != "" && se.open == 0 && se.ahead <= se.journaled:
+			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v.\nUse --force to unmount anyway: the journal is kept and sent at the next mount\n", err)
+			return exitFail
+		default:
+			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v.\nWait until the server is back (zx sync %s), or use --force to unmount anyway and lose it\n", err, rest[0])
 			return exitFail
 		}
-		fmt.Fprintf(os.Stderr, "zx umount: %v\n", err)
 	}
 	out, err := exec.Command("fusermount3", "-u", rest[0]).CombinedOutput()
 	if err == nil {

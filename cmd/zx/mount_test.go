@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zxfs/zx/auth"
 	"github.com/zxfs/zx/cache"
 	"github.com/zxfs/zx/wan"
 )
@@ -268,7 +270,8 @@ func TestUmountPending(t *testing.T) {
 	p.Stall(time.Hour) // the server is unreachable from now on
 	must(t, os.WriteFile(filepath.Join(mnt, "f"), []byte("pending"), 0o644))
 	r := runZX(t, "", "umount", mnt).want(t, 1, "zx umount with data pending")
-	if !strings.Contains(r.stderr, "not unmounted") || !strings.Contains(r.stderr, "journal") {
+	if !strings.Contains(r.stderr, "not unmounted") || !strings.Contains(r.stderr, "1 journaled changes (7 bytes)") ||
+		!strings.Contains(r.stderr, "kept in the journal") || !strings.Contains(r.stderr, "the journal is kept and sent at the next mount") {
 		t.Errorf("zx umount said %q", r.stderr)
 	}
 	if !mounted(mnt) {
@@ -343,5 +346,111 @@ func TestMountMistakes(t *testing.T) {
 	runZX(t, "", "umount", full).want(t, 0, "zx umount")
 	if b, err := os.ReadFile(filepath.Join(full, "local")); err != nil || string(b) != "l" {
 		t.Errorf("after the unmount, the hidden entry: %q, %v", b, err)
+	}
+}
+
+// TestMountKeyChanged: a mount whose server comes back with another key
+// is refused as every command is, loudly: zx sync and zx umount print the
+// warning the other commands print (not "permission denied"), zx umount
+// unmounts without --force since nothing is pending, and mounting again
+// fails at once with the warning.
+func TestMountKeyChanged(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	writeFile(t, filepath.Join(srvDir, "a"), []byte("a"))
+	key, pubLine := keygen(t)
+	authz := filepath.Join(t.TempDir(), "authorized")
+	writeFile(t, authz, []byte(pubLine+" user=u tree=*:rw\n"))
+	stateA, stateB := t.TempDir(), t.TempDir()
+	idA, err := auth.LoadServerIdentity(stateA)
+	must(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	srv := &zxServer{t: t, dir: srvDir, addr: addr, args: []string{"--tls", "--state", stateA, "--authorized", authz}}
+	srv.start()
+	t.Cleanup(srv.kill)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	runZX(t, "", "ls", "--tls", "--identity", key, "--known-hosts", kh, "--trust", idA.Fingerprint, "zx://"+addr+"/").want(t, 0, "ls --trust (pins the key)")
+	mnt := t.TempDir()
+	zxMount(t, "--timeout", "2s", "--tls", "--identity", key, "--known-hosts", kh, "zx://"+addr+"/", mnt)
+	if b, err := os.ReadFile(filepath.Join(mnt, "a")); err != nil || string(b) != "a" {
+		t.Fatalf("read through the mount: %q, %v", b, err)
+	}
+
+	// The server comes back with another key.
+	srv.kill()
+	srv.args = []string{"--tls", "--state", stateB, "--authorized", authz}
+	srv.start()
+	banner := "@  WARNING: THE KEY OF THE ZX SERVER AT " + addr + " HAS CHANGED!\n"
+	if _, err := os.Stat(filepath.Join(mnt, "b")); err == nil {
+		t.Fatal("stat through the mount succeeded with a server whose key changed")
+	}
+	r := runZX(t, "", "sync", mnt).want(t, 1, "zx sync with the server's key changed")
+	if !strings.Contains(r.stderr, banner) || !strings.Contains(r.stderr, "nothing written through the mount is waiting to be sent") ||
+		strings.Contains(r.stderr, "journal") {
+		t.Errorf("zx sync said %q; want the warning, and that nothing is waiting", r.stderr)
+	}
+	r = runZX(t, "", "umount", mnt).want(t, 0, "zx umount with the server's key changed and nothing pending")
+	if !strings.Contains(r.stderr, banner) || mounted(mnt) {
+		t.Errorf("zx umount said %q (mounted: %v); want the warning, and unmounted", r.stderr, mounted(mnt))
+	}
+	r = runZX(t, "", "mount", "--timeout", "2s", "--tls", "--identity", key, "--known-hosts", kh, "zx://"+addr+"/", mnt).want(t, 1, "zx mount with the server's key changed")
+	if !strings.Contains(r.stderr, banner) || !strings.Contains(r.stderr, "--trust ") || mounted(mnt) {
+		t.Errorf("zx mount said %q (mounted: %v); want the warning, and not mounted", r.stderr, mounted(mnt))
+	}
+}
+
+// TestSyncServerDown: with the server unreachable and nothing written, zx
+// sync fails saying that nothing is waiting (no journal is mentioned: there
+// is none), and zx umount unmounts. A write held in an open file is
+// pending: zx umount refuses, saying that it is held in the mount's
+// memory and that --force would lose it.
+func TestSyncServerDown(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	addr := serve(t, srvDir)
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{})
+	must(t, err)
+	defer p.Close()
+
+	mnt := t.TempDir()
+	zxMount(t, "--timeout", "1s", "zx://"+p.Addr()+"/", mnt)
+	p.Stall(time.Hour) // the server is unreachable from now on
+	r := runZX(t, "", "sync", mnt).want(t, 1, "zx sync with the server unreachable")
+	if !strings.Contains(r.stderr, "nothing written through the mount is waiting to be sent") ||
+		!strings.Contains(r.stderr, "did not answer in time") || strings.Contains(r.stderr, "journal") {
+		t.Errorf("zx sync with nothing written said %q", r.stderr)
+	}
+	r = runZX(t, "", "umount", mnt).want(t, 0, "zx umount with nothing pending")
+	if !strings.Contains(r.stderr, "nothing written through the mount was waiting") || mounted(mnt) {
+		t.Errorf("zx umount with nothing pending said %q (mounted: %v)", r.stderr, mounted(mnt))
+	}
+	p.Resume()
+
+	// Writes held in an open file, not yet sent, are pending.
+	mnt = t.TempDir()
+	zxMount(t, "--timeout", "1s", "zx://"+p.Addr()+"/", mnt)
+	f, err := os.Create(filepath.Join(mnt, "open"))
+	must(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte("held"))
+	must(t, err)
+	p.Stall(time.Hour)
+	r = runZX(t, "", "umount", mnt).want(t, 1, "zx umount with a write pending")
+	if !strings.Contains(r.stderr, "not unmounted") || !strings.Contains(r.stderr, "writes to 1 open files (4 bytes)") ||
+		!strings.Contains(r.stderr, "held in the memory of the mount's process") || !strings.Contains(r.stderr, "lose it") ||
+		strings.Contains(r.stderr, "journal") {
+		t.Errorf("zx umount with a write pending said %q", r.stderr)
+	}
+	if !mounted(mnt) {
+		t.Fatal("zx umount refused but unmounted")
+	}
+	p.Resume()
+	must(t, f.Close())
+	runZX(t, "", "umount", mnt).want(t, 0, "zx umount with the server back")
+	if b, err := os.ReadFile(filepath.Join(srvDir, "open")); string(b) != "held" {
+		t.Errorf("the held write is not on the server after zx umount: %q, %v", b, err)
 	}
 }
