@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -88,12 +89,14 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 			return nil, zx.ErrExist
 		case cur == zx.TypeDir && (typ != "" && typ != zx.TypeDir || hasData || a.size >= 0):
 			return nil, zx.ErrIsDir
+		case cur == zx.TypeLink && typ != "" && typ != cur:
+			return nil, e(zx.ErrExist, "", "", linkThere(f.existingTarget(pd.fd, name, &st)))
 		case typ != "" && typ != cur:
 			return nil, zx.ErrExist
 		case cur == zx.TypeLink && a.target != nil && *a.target != f.existingTarget(pd.fd, name, &st):
 			return nil, zx.ErrExist
 		case cur == zx.TypeLink && (hasData || a.size >= 0):
-			return nil, e(zx.ErrInvalid, "", "", "is a symbolic link")
+			return nil, e(zx.ErrInvalid, "", "", linkThere(f.existingTarget(pd.fd, name, &st)))
 		case cur != zx.TypeFile && cur != zx.TypeDir && (hasData || a.size >= 0):
 			return nil, e(zx.ErrInvalid, "", "", "not a regular file")
 		}
@@ -176,6 +179,14 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		f.keepLink(pd.fd, name, st.Ino, target)
 	}
 	return f.statAt(pd.fd, name, p)
+}
+
+// linkThere says that a write met a symbolic link to target, and what to
+// do: requests never follow links (docs/design.md), so writing "through"
+// one, as cp does locally, is not done.
+func linkThere(target string) string {
+	return fmt.Sprintf("is a symbolic link (to %q), which requests never follow: "+
+		"write to the path of its target, or remove the link first to replace it", target)
 }
 
 // noData reports whether data holds no bytes, reading at most one of

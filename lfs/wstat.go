@@ -2,6 +2,7 @@ package lfs
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -10,8 +11,9 @@ import (
 )
 
 // Wstat updates the attributes of path given in d, as zx.Tree says. On a
-// symbolic link it acts on the link: ownership and times change, "mode"
-// is ignored. "name", "path", "type", "target" and "rdev" must match the
+// symbolic link it acts on the link: ownership and times change; a "mode"
+// other than the link's own (0777) fails with ErrNotSupp, as Linux cannot
+// change it. "name", "path", "type", "target" and "rdev" must match the
 // entry or be absent; "ctime", "ino" and "nlink" are ignored.
 func (f *FS) Wstat(ctx context.Context, path string, d zx.Dir) <-chan zx.Reply {
 	p, err := f.check("wstat", path, true)
@@ -76,6 +78,12 @@ func (f *FS) wstat(ctx context.Context, p string, a *attrs) (zx.Dir, error) {
 		if err := immutable(zx.AType, &typ); err != nil {
 			return nil, err
 		}
+	}
+	if a.mode >= 0 && st.Mode&unix.S_IFMT == unix.S_IFLNK && uint32(a.mode) != st.Mode&07777 {
+		// Linux gives a link no mode of its own (lchmod fails with
+		// EOPNOTSUPP): say so, rather than change nothing quietly.
+		return nil, e(zx.ErrNotSupp, "", "", fmt.Sprintf("is a symbolic link (to %q): Linux cannot change a link's mode, "+
+			"and requests never follow links; change the mode of its target's path", cur[zx.ATarget]))
 	}
 	isFile := st.Mode&unix.S_IFMT == unix.S_IFREG
 	if a.size >= 0 && a.size != st.Size && !isFile {

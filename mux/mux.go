@@ -808,7 +808,12 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 		c.mu.Unlock()
 		return
 	}
-	if _, dup := c.streams[h.Stream]; dup || h.Stream == 0 {
+	if h.Stream == 0 {
+		c.mu.Unlock()
+		c.protocolError(zx.E(zx.ErrProtocol, "", "", "request on stream 0, which is the connection's: requests use streams 1 and up"))
+		return
+	}
+	if _, dup := c.streams[h.Stream]; dup {
 		c.mu.Unlock()
 		c.protocolError(zx.E(zx.ErrProtocol, "", "", fmt.Sprintf("stream %d opened twice", h.Stream)))
 		return

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,6 +277,19 @@ func TestMalformedFrames(t *testing.T) {
 				t.Fatalf("goaway %v (kind %d), want kind %d", e, e.Kind, tc.kind)
 			}
 		})
+	}
+}
+
+// A request on stream 0 or on a stream in use is refused saying which.
+func TestBadRequestStream(t *testing.T) {
+	req := func(id uint32) []byte {
+		return proto.AppendFrame(nil, proto.Header{Type: proto.FReq, Stream: id}, request(1, 1))
+	}
+	if e := refused(t, Config{}, req(0)); e.Kind != zx.ErrProtocol || !strings.Contains(e.Msg, "request on stream 0, which is the connection's") {
+		t.Errorf("request on stream 0: goaway %q", e.Msg)
+	}
+	if e := refused(t, Config{}, append(req(1), req(1)...)); e.Kind != zx.ErrProtocol || !strings.Contains(e.Msg, "stream 1 opened twice") {
+		t.Errorf("stream 1 twice: goaway %q", e.Msg)
 	}
 }
 

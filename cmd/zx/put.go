@@ -26,7 +26,9 @@ func putCommand() command {
 			"PATH ending in \"/\" names a directory to put SRC into. With -r, SRC is a local directory copied " +
 			"to PATH: every directory, file and symbolic link is sent at once, without waiting for any reply, " +
 			"so the whole tree costs about one round trip; errors are reported per file. A progress bar shows " +
-			"on stderr when it is a terminal. With --json it prints the resulting entries.",
+			"on stderr when it is a terminal. With --json it prints the resulting entries. A PATH that is a " +
+			"symbolic link on the server is not written through (requests never follow links): the put fails, " +
+			"saying so; put to the target's path, or remove the link first.",
 		example: "echo hello | zx put zx://127.0.0.1/hello.txt\nzx put -r ./site zx://127.0.0.1/www",
 		run:     runPut,
 	}

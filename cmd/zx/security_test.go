@@ -399,6 +399,15 @@ func TestTLSMount(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err != nil {
 		t.Errorf("a.txt after the read-only mount's remove: %v", err)
 	}
+	// Commands to the control file are writes, refused as such.
+	if err := os.WriteFile(filepath.Join(ro, "Ctl"), []byte("sync\n"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("echo sync > Ctl through a read-only key's mount: %v, want EROFS", err)
+	}
+	// As a shell says it. (dash's echo reports every write error as
+	// "I/O error": the write's errno is EROFS all the same.)
+	if out, err := exec.Command("bash", "-c", "echo sync > "+filepath.Join(ro, "Ctl")).CombinedOutput(); err == nil || !strings.Contains(string(out), "Read-only file system") {
+		t.Errorf("bash: echo sync > Ctl through a read-only key's mount: %v %s", err, out)
+	}
 	runZX(t, "", "umount", rw).want(t, 0, "umount")
 	runZX(t, "", "umount", ro).want(t, 0, "umount")
 }

@@ -345,3 +345,39 @@ func TestToolboxUsage(t *testing.T) {
 		t.Errorf("hist without a store: %s", r.stderr)
 	}
 }
+
+// Put onto a symbolic link and wstat of a link's mode fail, saying that
+// the path is a link, what it points to and what to do; nothing changes.
+func TestSymlinkErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "target"), []byte("target\n"))
+	must(t, os.Symlink("target", filepath.Join(dir, "link")))
+	addr := serve(t, dir)
+	src := filepath.Join(t.TempDir(), "src")
+	writeFile(t, src, []byte("new\n"))
+	for _, args := range [][]string{
+		{"put", src, "zx://" + addr + "/link"},
+		{"put", "zx://" + addr + "/link"}, // from stdin
+	} {
+		r := runZX(t, "data\n", args...).want(t, 1, fmt.Sprintf("zx %v onto a symbolic link", args))
+		if !strings.Contains(r.stderr, `/link: is a symbolic link (to "target"), which requests never follow`) ||
+			!strings.Contains(r.stderr, "remove the link first") || strings.Contains(r.stderr, "already exists") {
+			t.Errorf("zx %v onto a symbolic link said %q", args, r.stderr)
+		}
+	}
+	r := runZX(t, "", "wstat", "zx://"+addr+"/link", "mode=0600").want(t, 1, "zx wstat mode= of a symbolic link")
+	if !strings.Contains(r.stderr, `wstat /link: is a symbolic link (to "target"): Linux cannot change a link's mode`) {
+		t.Errorf("zx wstat mode= of a symbolic link said %q", r.stderr)
+	}
+	// Its own mode (0777) is no change: an entry written back as it is.
+	runZX(t, "", "wstat", "zx://"+addr+"/link", "mode=0777").want(t, 0, "zx wstat mode=0777 of a symbolic link")
+	if b, _ := os.ReadFile(filepath.Join(dir, "target")); string(b) != "target\n" {
+		t.Errorf("the link's target holds %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "link")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link: %v %v", fi, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "target")); fi.Mode().Perm() != 0o644 {
+		t.Errorf("the target's mode changed: %v", fi.Mode())
+	}
+}

@@ -18,7 +18,8 @@ func wstatCommand() command {
 			"mode is octal (mode=0600); size truncates or extends a file; mtime and atime take nanoseconds " +
 			"since the epoch or an RFC 3339 time (mtime=2024-05-01T12:00:00Z); uid and gid are numeric. " +
 			"Other lower-case names are user attributes, stored on the server: an empty VALUE (colour=) " +
-			"deletes one.",
+			"deletes one. On a symbolic link, uid, gid and times change the link itself; a mode other than " +
+			"its own (0777) fails, as Linux cannot change a link's mode and requests never follow links.",
 		example: "zx wstat zx://127.0.0.1/notes.txt mode=0600 colour=blue",
 		run:     runWstat,
 	}
