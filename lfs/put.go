@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -90,13 +89,13 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 		case cur == zx.TypeDir && (typ != "" && typ != zx.TypeDir || hasData || a.size >= 0):
 			return nil, zx.ErrIsDir
 		case cur == zx.TypeLink && typ != "" && typ != cur:
-			return nil, e(zx.ErrExist, "", "", linkThere(f.existingTarget(pd.fd, name, &st)))
+			return nil, e(zx.ErrExist, "", "", linkThere)
 		case typ != "" && typ != cur:
 			return nil, zx.ErrExist
 		case cur == zx.TypeLink && a.target != nil && *a.target != f.existingTarget(pd.fd, name, &st):
 			return nil, zx.ErrExist
 		case cur == zx.TypeLink && (hasData || a.size >= 0):
-			return nil, e(zx.ErrInvalid, "", "", linkThere(f.existingTarget(pd.fd, name, &st)))
+			return nil, e(zx.ErrInvalid, "", "", linkThere)
 		case cur != zx.TypeFile && cur != zx.TypeDir && (hasData || a.size >= 0):
 			return nil, e(zx.ErrInvalid, "", "", "not a regular file")
 		}
@@ -181,13 +180,12 @@ func (f *FS) put(ctx context.Context, p string, a *attrs, off int64, data io.Rea
 	return f.statAt(pd.fd, name, p)
 }
 
-// linkThere says that a write met a symbolic link to target, and what to
-// do: requests never follow links (docs/design.md), so writing "through"
-// one, as cp does locally, is not done.
-func linkThere(target string) string {
-	return fmt.Sprintf("is a symbolic link (to %q), which requests never follow: "+
-		"write to the path of its target, or remove the link first to replace it", target)
-}
+// linkThere says that a write met a symbolic link, and what to do:
+// requests never follow links (docs/design.md), so writing "through" one,
+// as cp does locally, is not done. The target is not named: an absolute
+// one would tell the client where the export is on the server's disk.
+const linkThere = "is a symbolic link, which requests never follow: " +
+	"write to the path of its target, or remove the link first to replace it"
 
 // noData reports whether data holds no bytes, reading at most one of
 // them; rest is data with what was read put back. It reads in another

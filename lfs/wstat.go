@@ -2,7 +2,6 @@ package lfs
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -82,8 +81,8 @@ func (f *FS) wstat(ctx context.Context, p string, a *attrs) (zx.Dir, error) {
 	if a.mode >= 0 && st.Mode&unix.S_IFMT == unix.S_IFLNK && uint32(a.mode) != st.Mode&07777 {
 		// Linux gives a link no mode of its own (lchmod fails with
 		// EOPNOTSUPP): say so, rather than change nothing quietly.
-		return nil, e(zx.ErrNotSupp, "", "", fmt.Sprintf("is a symbolic link (to %q): Linux cannot change a link's mode, "+
-			"and requests never follow links; change the mode of its target's path", cur[zx.ATarget]))
+		return nil, e(zx.ErrNotSupp, "", "", "is a symbolic link: Linux cannot change a link's mode, "+
+			"and requests never follow links; change the mode of its target's path")
 	}
 	isFile := st.Mode&unix.S_IFMT == unix.S_IFREG
 	if a.size >= 0 && a.size != st.Size && !isFile {

@@ -51,9 +51,9 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 		// files with writes not yet sent, and their sizes.
 		fmt.Sprintf("dirty %d", dirtyBytes),
 		fmt.Sprintf("writeback %d", dirty),
-		// Changes answered without waiting whose replies have not
-		// come: with the server gone they are all that is pending.
-		fmt.Sprintf("pipelined %d", m.pipelined()),
+		// Changes answered without waiting, not journaled, whose
+		// replies have not come: held only in this process.
+		fmt.Sprintf("pipelined %d", m.unsent.Load()),
 		fmt.Sprintf("surprises %d", m.surprises.Load()),
 		"coherence "+mode,
 		fmt.Sprintf("timeout %s", m.opts.Timeout),

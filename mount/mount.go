@@ -102,6 +102,7 @@ type FS struct {
 	cancel context.CancelFunc
 
 	surprises atomic.Int64 // pipelined changes that failed on the server
+	unsent    atomic.Int64 // pipelined changes not journaled, not answered yet
 	kinvals   atomic.Int64 // invalidations the mount asked of the kernel by itself
 	writable  atomic.Int32 // 1: a change succeeded; -1: refused as read-only; 0: unknown
 	pmu       sync.Mutex

@@ -199,13 +199,6 @@ type pipeOp struct {
 	done  chan struct{}
 }
 
-// pipelined returns how many pipelined changes are in flight.
-func (m *FS) pipelined() int {
-	m.pmu.Lock()
-	defer m.pmu.Unlock()
-	return len(m.pops)
-}
-
 // waitPipelined waits for the pipelined changes issued so far that touch
 // p (all of them if p is ""), bounded by ctx.
 func (m *FS) waitPipelined(ctx context.Context, p string) error {
@@ -263,16 +256,28 @@ func (m *FS) changeAhead(ctx context.Context, p string, c cache.Change) <-chan z
 		}
 		m.log.Error("mount: the change could not be journaled; sent without", "op", c.Op, "path", p, "err", err)
 	}
+	// Until its reply comes, the change is only in this process's
+	// memory: the control file counts it ("pipelined"), so that zx
+	// umount knows what unmounting would lose.
+	m.unsent.Add(1)
+	var rc <-chan zx.Reply
 	switch c.Op {
 	case "put":
-		return m.t.Put(ctx, p, c.Dir, 0, nil)
+		rc = m.t.Put(ctx, p, c.Dir, 0, nil)
 	case "wstat":
-		return m.t.Wstat(ctx, p, c.Dir)
+		rc = m.t.Wstat(ctx, p, c.Dir)
 	case "move":
-		return replyOf(m.t.Move(ctx, p, c.To))
+		rc = replyOf(m.t.Move(ctx, p, c.To))
 	default:
-		return replyOf(m.t.Remove(ctx, p))
+		rc = replyOf(m.t.Remove(ctx, p))
 	}
+	out := make(chan zx.Reply, 1)
+	go func() {
+		r := <-rc
+		m.unsent.Add(-1)
+		out <- r
+	}()
+	return out
 }
 
 // replyOf turns the outcome of a Move or Remove into a Reply.

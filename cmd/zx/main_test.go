@@ -40,6 +40,16 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(2)
 	}
+	// So do mounts' default cache directories and journals: one left
+	// in the user's would be replayed into a later mount whose address
+	// reuses the port. Go's build cache stays where it was, for the go
+	// commands the tests run.
+	if os.Getenv("GOCACHE") == "" {
+		if ucd, err := os.UserCacheDir(); err == nil {
+			os.Setenv("GOCACHE", filepath.Join(ucd, "go-build"))
+		}
+	}
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -556,11 +556,11 @@ func runUmount(args []string) int {
 				"the server could not be reached: %s\n", rest[0], se.server())
 		case *force:
 			fmt.Fprintf(os.Stderr, "zx umount: unmounting anyway (--force): %v\n", err)
-		case errors.As(err, &se) && se.journal != "" && se.open == 0 && se.ahead <= se.journaled:
-			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v.\nUse --force to unmount anyway: the journal is kept and sent at the next mount\n", err)
+		case errors.As(err, &se) && !se.inMemory():
+			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v\nUse --force to unmount anyway: the journal is kept and sent at the next mount\n", err)
 			return exitFail
 		default:
-			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v.\nWait until the server is back (zx sync %s), or use --force to unmount anyway and lose it\n", err, rest[0])
+			fmt.Fprintf(os.Stderr, "zx umount: not unmounted: %v\nWait until the server is back (zx sync %s), or use --force to unmount anyway and lose what the mount's process holds\n", err, rest[0])
 			return exitFail
 		}
 	}

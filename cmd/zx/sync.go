@@ -178,7 +178,7 @@ type syncError struct {
 	why     string
 
 	open, openBytes           int64 // files with writes held in open handles, and their bytes
-	ahead                     int64 // changes sent ahead, not answered yet
+	ahead                     int64 // changes sent ahead, not journaled, not answered yet
 	journaled, journaledBytes int64 // write-back records not on the server
 	journal                   string
 }
@@ -188,6 +188,10 @@ type syncError struct {
 func (e *syncError) pending() bool {
 	return e.unknown != nil || e.open+e.ahead+e.journaled > 0
 }
+
+// inMemory reports whether some of what is pending is held only by the
+// mount's process (lost if it ends).
+func (e *syncError) inMemory() bool { return e.unknown != nil || e.open+e.ahead > 0 }
 
 // server says why the server could not be reached, or what it answered.
 func (e *syncError) server() string {
@@ -215,16 +219,15 @@ func (e *syncError) Error() string {
 	if e.open > 0 {
 		what = append(what, fmt.Sprintf("writes to %d open files (%d bytes)", e.open, e.openBytes))
 	}
-	msg := fmt.Sprintf("%s: written data is not all on the server (%s): %s\n", e.dir, strings.Join(what, ", "), e.server())
-	if e.journal != "" {
-		msg += "Changes are kept in the journal " + e.journal + " and sent when the server is back, or at the next mount"
-		if e.open > 0 || e.ahead > e.journaled {
-			msg += "; writes to files still open are held by the mount's process until they are closed"
-		}
-		return msg
+	msg := fmt.Sprintf("%s: written data is not all on the server (%s): %s", e.dir, strings.Join(what, ", "), e.server())
+	if e.journaled > 0 {
+		msg += "\nThe journaled changes are kept in the journal " + e.journal + " and sent when the server is back, or at the next mount."
 	}
-	return msg + "They are held in the memory of the mount's process and sent when the server is back: " +
-		"unmounting (zx umount --force) or killing the mount before then loses them"
+	if e.inMemory() {
+		msg += "\nThe rest is held in the memory of the mount's process and sent when the server is back: " +
+			"unmounting (zx umount --force) or killing the mount before then loses it."
+	}
+	return msg
 }
 
 // isZXMount reports whether dir is the mount point of a zx mount (file
