@@ -2,6 +2,8 @@ package lfs
 
 import (
 	"container/heap"
+	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,6 +29,7 @@ import (
 // started on it, the walk reads itself.
 type reader struct {
 	f       *FS
+	ctx     context.Context     // the find's: its zx.Memory counts what is read ahead
 	descend func(d zx.Dir) bool // whether the walk reads below d
 
 	mu      sync.Mutex // guards all below
@@ -38,6 +41,7 @@ type reader struct {
 	workers int
 	waiting int  // workers waiting for work or room
 	full    bool // since the last wake-up, workers waited for room
+	starved bool // a worker found no memory: none reads until the walk's next step
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -67,11 +71,22 @@ type prefetch struct {
 	started bool // guarded by reader.mu
 	done    chan struct{}
 	ents    []zx.Dir
+	mem     int // bytes of ents counted in the find's zx.Memory
 	err     error
 }
 
-func newReader(f *FS, descend func(zx.Dir) bool) *reader {
-	r := &reader{f: f, descend: descend, known: make(map[string]*prefetch)}
+// entryMem is what an entry is counted as holding in a request's
+// zx.Memory: a map of some ten attributes and its strings (measured:
+// about 850 bytes for a file's).
+const entryMem = 1 << 10
+
+// errNoRoom marks a directory not read ahead: the find's memory had no
+// room for its entries, or its reader has not taken what it was sent.
+// The walk reads it itself.
+var errNoRoom = errors.New("no room to read ahead")
+
+func newReader(ctx context.Context, f *FS, descend func(zx.Dir) bool) *reader {
+	r := &reader{ctx: ctx, f: f, descend: descend, known: make(map[string]*prefetch)}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -126,8 +141,8 @@ func (r *reader) work() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		for !r.stopped && (r.queue.Len() == 0 || r.held >= maxAhead || r.heldEnt >= maxAheadEntries) {
-			if r.queue.Len() > 0 {
+		for !r.stopped && (r.starved || r.queue.Len() == 0 || r.held >= maxAhead || r.heldEnt >= maxAheadEntries) {
+			if r.queue.Len() > 0 && !r.starved {
 				r.full = true
 			}
 			r.waiting++
@@ -147,13 +162,26 @@ func (r *reader) work() {
 		fd, err := openBeneath(r.f.rootfd, pf.path[1:], unix.O_RDONLY|unix.O_DIRECTORY)
 		var ps []string
 		if err == nil {
-			pf.ents, err = r.f.readDir(fd, pf.path)
+			// Reading ahead is left undone, not waited for, when the
+			// find's memory has no room or its reader has not taken
+			// what it was sent (zx.Memory).
+			pf.ents, err = r.f.readDir(fd, pf.path, func(n int) error {
+				if !zx.TryTakeMemory(r.ctx, n*entryMem) {
+					return errNoRoom
+				}
+				pf.mem = n * entryMem
+				return nil
+			})
 			unix.Close(fd)
 			// Before the walk may have them: it changes them.
 			ps = r.subdirs(pf.ents)
 		}
 		pf.err = err
 		r.mu.Lock()
+		if err == errNoRoom {
+			// Until the walk takes its next step.
+			r.starved = true
+		}
 		r.heldEnt += len(pf.ents)
 		r.add(ps)
 		close(pf.done)
@@ -161,20 +189,23 @@ func (r *reader) work() {
 }
 
 // take returns the entries read ahead for the directory at p, if any, and
-// forgets p.
-func (r *reader) take(p string) ([]zx.Dir, bool) {
+// the bytes they are counted as in the find's zx.Memory, which pass to
+// the caller; it forgets p.
+func (r *reader) take(p string) ([]zx.Dir, int, bool) {
 	r.mu.Lock()
 	pf := r.known[p]
 	if pf == nil {
+		r.wakeStarved()
 		r.mu.Unlock()
-		return nil, false
+		return nil, 0, false
 	}
 	delete(r.known, p)
 	if !pf.started {
 		// Not started yet: the walk reads it rather than wait.
 		heap.Remove(&r.queue, pf.index)
+		r.wakeStarved()
 		r.mu.Unlock()
-		return nil, false
+		return nil, 0, false
 	}
 	r.mu.Unlock()
 	<-pf.done
@@ -189,8 +220,44 @@ func (r *reader) take(p string) ([]zx.Dir, bool) {
 		r.full = false
 		r.cond.Broadcast()
 	}
+	r.wakeStarved()
 	r.mu.Unlock()
-	return pf.ents, pf.err == nil
+	if pf.err != nil {
+		zx.GiveMemory(r.ctx, pf.mem)
+		return nil, 0, false
+	}
+	return pf.ents, pf.mem, true
+}
+
+// wakeStarved lets workers that found no memory try again: the walk has
+// taken a step, so its reader may have room now. r.mu is held.
+func (r *reader) wakeStarved() {
+	if r.starved {
+		r.starved = false
+		r.cond.Broadcast()
+	}
+}
+
+// drop gives back the memory of what was read ahead and not taken yet, for
+// the walk, which needs memory and is the only one that can free it by
+// taking those directories. It runs on the walk's goroutine.
+func (r *reader) drop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pf := range r.known {
+		if !pf.started {
+			continue
+		}
+		select {
+		case <-pf.done:
+		default:
+			continue // being read
+		}
+		zx.GiveMemory(r.ctx, pf.mem)
+		r.heldEnt -= len(pf.ents)
+		pf.ents, pf.mem, pf.err = nil, 0, errNoRoom
+	}
+	r.starved = true
 }
 
 // stop ends the workers and waits for them.
@@ -200,6 +267,9 @@ func (r *reader) stop() {
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.wg.Wait()
+	for _, pf := range r.known {
+		zx.GiveMemory(r.ctx, pf.mem)
+	}
 }
 
 // walkCompare compares paths in the order of a walk: depth first, names

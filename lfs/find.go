@@ -53,10 +53,10 @@ func (f *FS) find(ctx context.Context, opn, fpath string, o zx.FindOpts, get boo
 			send(ctx, c, zx.Item{Err: errf(opn, p, err)})
 			return
 		}
-		w := &walker{f: f}
+		w := &walker{f: f, ctx: ctx}
 		if !get && readDirHook == nil {
 			// The readers skip what the walk prunes: see pred.Walk.
-			w.ahead = newReader(f, func(d zx.Dir) bool {
+			w.ahead = newReader(ctx, f, func(d zx.Dir) bool {
 				real := d[zx.APath]
 				_, prune := pp.MatchPath(d, zx.Reprefix(real, o.Spref, o.Dpref), o.Depth0+depthBelow(p, real))
 				return !prune
@@ -116,8 +116,17 @@ const findBuffer = 64
 // relative to its parent. For Find, a reader reads ahead of it.
 type walker struct {
 	f     *FS
-	stack []openDir // each an ancestor of the next
-	ahead *reader   // nil when not reading ahead
+	ctx   context.Context // the find's: its zx.Memory counts the entries held
+	stack []openDir       // each an ancestor of the next
+	ahead *reader         // nil when not reading ahead
+	held  []heldDir       // the directories being walked, each an ancestor of the next
+}
+
+// heldDir is a directory whose entries the walk holds, and the bytes they
+// are counted as.
+type heldDir struct {
+	path string
+	mem  int
 }
 
 type openDir struct {
@@ -174,8 +183,10 @@ func (w *walker) readDir(p string) ([]zx.Dir, error) {
 			return nil, err
 		}
 	}
+	w.doneWith(p)
 	if w.ahead != nil {
-		if ds, ok := w.ahead.take(p); ok {
+		if ds, mem, ok := w.ahead.take(p); ok {
+			w.held = append(w.held, heldDir{p, mem})
 			return ds, nil
 		}
 	}
@@ -183,14 +194,45 @@ func (w *walker) readDir(p string) ([]zx.Dir, error) {
 	if err != nil {
 		return nil, errf("find", p, err)
 	}
-	ds, err := w.f.readDir(fd, p)
+	var mem int
+	ds, err := w.f.readDir(fd, p, func(n int) error {
+		mem = n * entryMem
+		if zx.TryTakeMemory(w.ctx, mem) {
+			return nil
+		}
+		// What was read ahead may be what fills the memory, and only
+		// the walk frees it, by taking it: let it go first.
+		if w.ahead != nil {
+			w.ahead.drop()
+		}
+		if err := zx.TakeMemory(w.ctx, mem); err != nil {
+			mem = 0
+			return err
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, errf("find", p, err)
 	}
+	w.held = append(w.held, heldDir{p, mem})
 	if w.ahead != nil {
 		w.ahead.read(ds)
 	}
 	return ds, nil
+}
+
+// doneWith gives back the memory of the directories the walk is done
+// with, before it reads the one at p: it walks depth first, so those are
+// the ones it read that are not p's ancestors.
+func (w *walker) doneWith(p string) {
+	for len(w.held) > 0 {
+		top := w.held[len(w.held)-1]
+		if zx.HasPrefix(p, top.path) {
+			return
+		}
+		zx.GiveMemory(w.ctx, top.mem)
+		w.held = w.held[:len(w.held)-1]
+	}
 }
 
 // sendFile sends the contents of the regular file at p.
@@ -222,4 +264,8 @@ func (w *walker) close() {
 		d.fd.close()
 	}
 	w.stack = nil
+	for _, h := range w.held {
+		zx.GiveMemory(w.ctx, h.mem)
+	}
+	w.held = nil
 }

@@ -62,7 +62,15 @@ func (f *FS) get(ctx context.Context, c chan<- zx.Item, p string, off, count int
 			return err
 		}
 		defer unix.Close(fd)
-		ds, err := f.readDir(fd, p)
+		var held int
+		defer func() { zx.GiveMemory(ctx, held) }()
+		ds, err := f.readDir(fd, p, func(n int) error {
+			err := zx.TakeMemory(ctx, n*entryMem)
+			if err == nil {
+				held = n * entryMem
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -120,6 +128,12 @@ func (f *FS) sendFile(ctx context.Context, c chan<- zx.Item, dfd int, name strin
 		}
 		var buf []byte
 		if want > 0 {
+			// Counted before it is read, and read only when the
+			// reader has room for more: a reader who stops reading
+			// stops the reading (zx.Memory).
+			if err := zx.TakeMemory(ctx, int(want)); err != nil {
+				return err
+			}
 			buf = make([]byte, want)
 		} else {
 			buf = tail[:]
@@ -129,20 +143,21 @@ func (f *FS) sendFile(ctx context.Context, c chan<- zx.Item, dfd int, name strin
 		}
 		n, err := unix.Pread(fd, buf, off)
 		if err == unix.EINTR || err == unix.EAGAIN {
+			zx.GiveMemory(ctx, int(want))
 			continue
 		}
-		if err != nil {
+		if err != nil || n == 0 {
+			zx.GiveMemory(ctx, int(want))
 			return err
-		}
-		if n == 0 {
-			return nil
 		}
 		data := buf[:n]
 		if want == 0 {
 			data = append([]byte(nil), data...)
 			st.Size = off + int64(n) + chunk // the file grew: read on in chunks
 		}
-		if !send(ctx, c, zx.Item{Data: data}) {
+		sent := send(ctx, c, zx.Item{Data: data})
+		zx.GiveMemory(ctx, int(want)) // the reader counts what it holds
+		if !sent {
 			return ctx.Err()
 		}
 		off += int64(n)

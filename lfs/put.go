@@ -496,7 +496,8 @@ type block struct {
 
 // copyIn writes what r holds to fd from off (appending if app). It reads
 // in another goroutine, so that a cancelled ctx stops it even if r blocks;
-// that goroutine ends when its Read returns.
+// that goroutine ends when its Read returns. Each buffer is counted
+// (zx.TakeMemory) from before it is filled until it is written.
 func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error {
 	if r == nil {
 		return nil
@@ -504,26 +505,34 @@ func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error
 	stop := make(chan struct{})
 	defer close(stop)
 	c := make(chan block, 1)
-	free := make(chan *[]byte, 2)
 	go func() {
 		defer close(c)
 		for {
-			var b *[]byte
-			select {
-			case b = <-free:
-			default:
-				b = bufs.Get().(*[]byte)
+			if err := zx.TakeMemory(ctx, chunk); err != nil {
+				select {
+				case c <- block{err: err}:
+				case <-stop:
+				}
+				return
 			}
+			b := bufs.Get().(*[]byte)
 			n, err := io.ReadFull(r, *b)
 			if err == io.ErrUnexpectedEOF {
 				err = io.EOF
 			}
-			if n > 0 || err != nil && err != io.EOF {
-				select {
-				case c <- block{b: b, n: n, err: err}:
-				case <-stop:
+			if n == 0 {
+				// (ReadFull reads nothing only with an error.)
+				bufs.Put(b)
+				zx.GiveMemory(ctx, chunk)
+				b = nil
+				if err == io.EOF {
 					return
 				}
+			}
+			select {
+			case c <- block{b: b, n: n, err: err}:
+			case <-stop:
+				return
 			}
 			if err != nil {
 				return
@@ -539,18 +548,16 @@ func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error
 				return nil
 			}
 			if blk.n > 0 {
-				if err := writeAll(fd, (*blk.b)[:blk.n], off, app); err != nil {
+				err := writeAll(fd, (*blk.b)[:blk.n], off, app)
+				bufs.Put(blk.b)
+				zx.GiveMemory(ctx, chunk)
+				if err != nil {
 					return err
 				}
 				off += int64(blk.n)
 			}
 			if blk.err != nil && blk.err != io.EOF {
 				return blk.err
-			}
-			select {
-			case free <- blk.b:
-			default:
-				bufs.Put(blk.b)
 			}
 		}
 	}

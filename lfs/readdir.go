@@ -120,15 +120,23 @@ func isDot(name []byte) bool {
 }
 
 // readDir returns the entries in directory dfd, whose path is p, sorted by
-// name. An entry that vanishes while it is read is skipped.
-func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
+// name. An entry that vanishes while it is read is skipped. If mem is not
+// nil, it is called with the number of names once they are read and
+// before the entries are made (which is where the memory goes: see
+// entryMem); an error from it is readDir's.
+func (f *FS) readDir(dfd int, p string, mem func(n int) error) ([]zx.Dir, error) {
 	if noStatx.Load() {
-		return f.readDirStat(dfd, p)
+		return f.readDirStat(dfd, p, mem)
 	}
 	db := dirbufs.Get().(*dirbuf)
 	defer dirbufs.Put(db)
 	if err := scanNames(dfd, db); err != nil {
 		return nil, err
+	}
+	if mem != nil {
+		if err := mem(len(db.refs)); err != nil {
+			return nil, err
+		}
 	}
 	if db.temps {
 		f.sweepTemps(dfd)
@@ -149,7 +157,7 @@ func (f *FS) readDir(dfd int, p string) ([]zx.Dir, error) {
 		if err := statxAt(dfd, name, st); err != nil {
 			if err == unix.ENOSYS {
 				noStatx.Store(true)
-				return f.readDirStat(dfd, p)
+				return f.readDirStat(dfd, p, nil) // (mem has counted them)
 			}
 			how[i] = skip
 			continue
@@ -302,12 +310,17 @@ func stxNsec(t unix.StatxTimestamp) int64 { return t.Sec*1e9 + int64(t.Nsec) }
 
 // readDirStat is readDir for kernels without statx: lstat and entry for
 // each name.
-func (f *FS) readDirStat(dfd int, p string) ([]zx.Dir, error) {
+func (f *FS) readDirStat(dfd int, p string, mem func(n int) error) ([]zx.Dir, error) {
 	db := dirbufs.Get().(*dirbuf)
 	defer dirbufs.Put(db)
 	names, err := readNames(dfd, db)
 	if err != nil {
 		return nil, err
+	}
+	if mem != nil {
+		if err := mem(len(names)); err != nil {
+			return nil, err
+		}
 	}
 	ds := make([]zx.Dir, 0, len(names))
 	pref := p + "/"

@@ -61,12 +61,12 @@ func TestReadDirFast(t *testing.T) {
 					t.Fatal(err)
 				}
 				fd := d.fd
-				got, err := f.readDir(fd, p)
+				got, err := f.readDir(fd, p, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				unix.Seek(fd, 0, 0)
-				want, err := f.readDirStat(fd, p)
+				want, err := f.readDirStat(fd, p, nil)
 				unix.Close(fd)
 				if err != nil {
 					t.Fatal(err)
@@ -113,7 +113,7 @@ func TestReadDirVanished(t *testing.T) {
 	defer d.close()
 	scannedHook = func() { os.Remove(filepath.Join(dir, "b")) }
 	defer func() { scannedHook = nil }()
-	ds, err := f.readDir(d.fd, "/")
+	ds, err := f.readDir(d.fd, "/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,19 +5,22 @@ import (
 	"sync/atomic"
 )
 
-// A Budget bounds the bytes that a set of connections (a server's) hold in
-// buffers together: messages received and not yet consumed, and messages
-// queued and not yet written. Each connection is also bounded on its own by
-// Config.MaxBuffer; the Budget keeps many connections together from
-// exhausting a server's memory.
+// A Budget bounds the bytes that a set of connections (a server's) hold
+// together: messages received and not yet consumed, messages queued and
+// not yet written, and what the server's requests hold while they work
+// (see Stream.Admit and Stream.Take). Each connection is also bounded on
+// its own by Config.MaxBuffer; the Budget keeps many connections together
+// from exhausting a server's memory.
 //
 // When a receiver would exceed it, the stream concerned fails with an
-// error of kind zx.ErrLimit (on a server; the client is told); a sender
-// waits for room. The bound is strict: Used never exceeds Limit.
+// error of kind zx.ErrLimit (on a server; the client is told); a sender,
+// and a request's work, wait for room. The bound is strict: Used never
+// exceeds Limit.
 type Budget struct {
-	limit int64
-	used  atomic.Int64
-	peak  atomic.Int64
+	limit    int64
+	used     atomic.Int64
+	peak     atomic.Int64
+	admitted atomic.Int64 // of used: what requests being served cost (Stream.Admit)
 
 	mu      sync.Mutex
 	waiters int
@@ -38,6 +41,13 @@ func (b *Budget) Used() int64 { return b.used.Load() }
 // Peak returns the most bytes ever held at once.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 
+// TryTake takes n bytes if they fit, and reports whether it did. A server
+// counts what each connection costs it this way.
+func (b *Budget) TryTake(n int64) bool { return b.tryTake(n) }
+
+// Release gives back n bytes taken with TryTake.
+func (b *Budget) Release(n int64) { b.release(n) }
+
 // tryTake takes n bytes if they fit.
 func (b *Budget) tryTake(n int64) bool {
 	if b == nil || n == 0 {
@@ -57,6 +67,34 @@ func (b *Budget) tryTake(n int64) bool {
 			}
 		}
 	}
+}
+
+// tryAdmit takes n bytes for a request being served if they fit, and if
+// requests together then hold at most half the limit: the other half is
+// left for their data, so that requests admitted can always make
+// progress.
+func (b *Budget) tryAdmit(n int64) bool {
+	if b == nil || n == 0 {
+		return true
+	}
+	if b.limit > 0 && b.admitted.Add(n) > b.limit/2 {
+		b.admitted.Add(-n)
+		return false
+	}
+	if !b.tryTake(n) {
+		b.admitted.Add(-n)
+		return false
+	}
+	return true
+}
+
+// releaseAdmitted gives back n bytes taken with tryAdmit.
+func (b *Budget) releaseAdmitted(n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.admitted.Add(-n)
+	b.release(n)
 }
 
 // release gives n bytes back.

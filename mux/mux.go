@@ -496,19 +496,24 @@ func (c *Conn) Stats() Stats {
 func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
+// queuedCost is what a request waiting for the server to take it costs
+// beside its message: its Stream (measured: about 300 bytes with its
+// context and channel) and its place in the maps and queues.
+const queuedCost = 512
+
 // Accept returns the next request stream, in the order the client opened
 // them. It fails when the connection ends.
 func (c *Conn) Accept() (*Stream, error) {
 	select {
 	case s := <-c.accept:
-		c.releaseIn(len(s.req))
+		c.releaseIn(len(s.req) + queuedCost)
 		return s, nil
 	case <-c.done:
 		// Streams queued before the end are still handed out, so that
 		// their requests are answered with the connection's error.
 		select {
 		case s := <-c.accept:
-			c.releaseIn(len(s.req))
+			c.releaseIn(len(s.req) + queuedCost)
 			return s, nil
 		default:
 		}
@@ -824,11 +829,13 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 		refuse = c.goawayErr
 	case c.goaway != nil:
 		refuse = zx.E(zx.ErrLimit, "", "", "server is shutting down")
-	case len(c.streams) >= c.cfg.MaxStreams:
+	case len(c.streams) >= c.cfg.MaxStreams || len(c.accept) == cap(c.accept):
+		// (Streams that ended while they waited for the server to
+		// take them are still queued: the queue has a bound too.)
 		refuse = zx.E(zx.ErrLimit, "", "", fmt.Sprintf("too many streams at once (limit %d)", c.cfg.MaxStreams))
 	default:
 		// The request message is held until the server takes it.
-		refuse = c.takeIn(len(p))
+		refuse = c.takeIn(len(p) + queuedCost)
 	}
 	if refuse != nil {
 		// Refuse the stream right away; the client never sees it open.
@@ -842,16 +849,19 @@ func (c *Conn) handleReq(h proto.Header, p []byte) {
 	s.req = p
 	if h.Flags&proto.FlagEnd != 0 {
 		s.recvEnded = true
-	} else if inc := c.preGrantLocked(s); inc > 0 {
-		// A put: its data may come at the link's rate at once.
-		c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
-		c.kick()
+	} else {
+		s.inbound = true
+		if inc := c.preGrantLocked(s); inc > 0 {
+			// A put: its data may come at the link's rate at once.
+			c.ctrl = append(c.ctrl, proto.AppendFrame(nil, proto.Header{Type: proto.FWindow, Stream: s.id}, proto.AppendWindow(nil, uint32(inc))))
+			c.kick()
+		}
 	}
 	c.streams[h.Stream] = s
 	c.mu.Unlock()
 	c.busy()
 	c.nstreams.Add(1)
-	c.accept <- s // never blocks: its capacity is MaxStreams
+	c.accept <- s // never blocks: this loop is its only sender, and there is room
 }
 
 func (c *Conn) handleMsg(h proto.Header, p []byte) error {

@@ -48,6 +48,12 @@ type Stream struct {
 	zb         backoff // compression attempts on DATA; the sending goroutine's
 	zbDirs     backoff // the same, on DIRS
 
+	// What the server's work on the request holds (work.go; c.mu).
+	inbound         bool // the request carries data: its work counts as received
+	admitted        int64
+	heldIn, heldOut int64
+	released        bool
+
 	stopCancel func() bool
 	cancelOnce sync.Once
 	ctx        context.Context
@@ -249,6 +255,10 @@ func (c *Conn) control(frame []byte) {
 // once the peer has ended the stream, and with the connection's error once
 // the connection has failed.
 func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error {
+	return s.send(ctx, typ, p, end, false)
+}
+
+func (s *Stream) send(ctx context.Context, typ uint8, p []byte, end, held bool) error {
 	if typ != proto.FData && len(p) > proto.MaxPayload {
 		return zx.E(zx.ErrTooBig, "", "", "message longer than a frame")
 	}
@@ -296,7 +306,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				break
 			}
 			if s.sendCredit >= int64(n) && c.sendCredit >= int64(wire) {
-				if c.takeOut(wire) {
+				if s.account(n, wire, held) {
 					break
 				}
 				// Buffers full: wait for the writer (or others) to
@@ -305,7 +315,7 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 				bufWake, d1 = c.outBuf.waitChan()
 				budWake, d2 = c.cfg.Budget.waitChan()
 				unwait = func() { d1(); d2() }
-				if c.takeOut(wire) {
+				if s.account(n, wire, held) {
 					unwait()
 					break
 				}
@@ -379,6 +389,26 @@ func (s *Stream) Send(ctx context.Context, typ uint8, p []byte, end bool) error 
 			return nil
 		}
 	}
+}
+
+// account counts a frame of n bytes, wire on the wire, in the
+// connection's buffers, if it fits. With held, the bytes Hold counted
+// cover it as far as they go. c.mu is held.
+func (s *Stream) account(n, wire int, held bool) bool {
+	c := s.c
+	var cover int64
+	if held && !s.released {
+		cover = min(int64(n), s.heldOut)
+	}
+	need := int64(wire) - cover
+	if need > 0 && !c.takeOut(int(need)) {
+		return false
+	}
+	s.heldOut -= cover
+	if need < 0 {
+		c.releaseOut(int(-need))
+	}
+	return true
 }
 
 // CloseSend ends the sending side: it sends an empty FData marked End.
@@ -461,8 +491,15 @@ func (s *Stream) dropOutLocked() {
 // not tell the peer.
 func (s *Stream) abort(err error) {
 	s.rmu.Lock()
-	if s.rerr == nil && !s.recvEnded {
+	if s.rerr == nil && (!s.recvEnded || s.c.server) {
 		s.rerr = err
+	}
+	if s.c.server {
+		// The request is over: what it received is of no more use,
+		// and would be held uncounted as long as the stream is
+		// referenced (by the queue of requests not yet served).
+		clear(s.rq)
+		s.rq, s.rhead, s.rbytes = nil, 0, 0
 	}
 	rel := s.acct
 	s.acct = 0

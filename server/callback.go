@@ -272,7 +272,7 @@ func (w *ackWatch) readAcks() {
 // come, and the server's numbered ones. It runs as conn.events does, and
 // registers the watch once its Ready is sent.
 func (c *conn) ackedEvents(w *ackWatch, ec <-chan zx.Event) {
-	defer c.reqs.Done()
+	defer c.done(w.st)
 	defer func() {
 		c.mu.Lock()
 		delete(c.watches, w.st)

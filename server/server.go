@@ -280,6 +280,13 @@ func (s *Server) ServeConn(nc net.Conn) {
 		c.mc.Close()
 		return
 	}
+	if !s.cfg.Mux.Budget.TryTake(connCost) {
+		s.mu.Unlock()
+		s.log.Warn("connection refused: no memory", "remote", nc.RemoteAddr(), "limit", s.cfg.Mux.Budget.Limit())
+		c.mc.Goaway(zx.E(zx.ErrLimit, "", "", fmt.Sprintf("server's memory is full (%d bytes; raise its --max-memory); try again later", s.cfg.Mux.Budget.Limit())))
+		c.mc.Close()
+		return
+	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.log.Info("connection", "remote", nc.RemoteAddr())
@@ -289,6 +296,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.cfg.Mux.Budget.Release(connCost)
 	s.noteEnded(c.mc.Stats())
 	s.log.Info("connection ended", "remote", nc.RemoteAddr(), "err", c.mc.Err())
 }
@@ -337,6 +345,12 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// connCost is what a connection costs the server's memory (MaxMemory)
+// while it is open, whatever it does: its socket buffers (256 KiB each
+// way), goroutines and tables, measured at about 560 KiB, and zstd's
+// state once it compresses (about 640 KiB more, both ways).
+const connCost = 1 << 20
 
 type conn struct {
 	srv   *Server
@@ -404,13 +418,46 @@ func (c *conn) serve() {
 			go c.fail(st, err)
 			continue
 		}
+		// The request waits here, and those after it behind it, until
+		// the connection and the server have room to serve it: a
+		// client's requests queue in the connection's buffers and then
+		// on the socket, instead of each taking a goroutine.
+		if err := st.Admit(st.Context(), requestCost(req)); err != nil {
+			go c.fail(st, zx.Errorf(proto.OpName(req.Op), req.Path, err))
+			continue
+		}
 		c.dispatch(st, req)
 	}
 }
 
+// requestCost is what serving req costs beside the data its work holds
+// (which the tree counts with zx.TakeMemory, and the server as it sends
+// it): the goroutines of the server and the tree and their stacks, the
+// contexts, timers and the order queue's entry, and the entries a walk
+// hands over ahead of its reader. Measured with many requests waiting
+// (TestServeMemoryBound in cmd/zx): about ... per get.
+func requestCost(req *proto.Request) int {
+	switch req.Op {
+	case proto.OpFind, proto.OpFindGet:
+		return findCost
+	}
+	return baseCost
+}
+
+const (
+	baseCost = 16 << 10
+	findCost = 64 << 10
+)
+
+// done ends the work on a request.
+func (c *conn) done(st *mux.Stream) {
+	st.Release()
+	c.reqs.Done()
+}
+
 // fail answers a stream with one error.
 func (c *conn) fail(st *mux.Stream, err error) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	st.Send(st.Context(), proto.FErr, proto.AppendError(nil, err), true)
 }
 
@@ -467,7 +514,10 @@ func (c *conn) caller(req *proto.Request) (zx.Caller, bool) {
 // requests reach the tree in the order they were sent; it must not block.
 func (c *conn) dispatch(st *mux.Stream, req *proto.Request) {
 	op := proto.OpName(req.Op)
-	ctx := st.Context()
+	// What the tree holds for the request counts against the
+	// connection's and the server's buffers, and a reply the client does
+	// not read stops the work for it (zx.Memory).
+	ctx := zx.WithMemory(st.Context(), st)
 	if who, ok := c.caller(req); ok {
 		ctx = zx.WithCaller(ctx, who)
 	}
@@ -597,7 +647,7 @@ func (c *conn) issue(ctx context.Context, st *mux.Stream, req *proto.Request, t 
 // reply sends a one-entry reply; brk, if set, first reports a successful
 // write to other clients.
 func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply, brk func(zx.Dir)) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	r := <-rc
 	ctx := st.Context()
 	if brk != nil && r.Err == nil {
@@ -619,7 +669,7 @@ func (c *conn) reply(st *mux.Stream, rc <-chan zx.Reply, brk func(zx.Dir)) {
 // status sends a status reply; brk, if set, first reports the write to
 // other clients, if it succeeded or always says so.
 func (c *conn) status(st *mux.Stream, ec <-chan error, brk func(zx.Dir), always bool) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	err := <-ec
 	ctx := st.Context()
 	if brk != nil && (err == nil || always) {
@@ -644,7 +694,7 @@ const maxBatch = 16 << 10
 // it is full or the tree has nothing more ready, so the first entries of a
 // find leave at once and a slow walk delays nothing that is ready.
 func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	ctx := st.Context()
 	var failed, ended bool
 	batching := peerTakesDirs(st)
@@ -720,7 +770,14 @@ func (c *conn) items(st *mux.Stream, ic <-chan zx.Item) {
 				err = st.Send(ctx, proto.FDir, b, false)
 			}
 		case len(it.Data) > 0:
-			err = st.Send(ctx, proto.FData, it.Data, false)
+			// Counted until written. A tree that paces its reads
+			// (zx.TakeMemory) gave its count back as it sent it.
+			if err = st.Hold(ctx, len(it.Data)); err != nil {
+				failed = true
+				st.Fail(err)
+				continue
+			}
+			err = st.SendHeld(ctx, proto.FData, it.Data, false)
 		}
 		if err != nil {
 			failed = true
@@ -741,7 +798,7 @@ func peerTakesDirs(st *mux.Stream) bool {
 }
 
 func (c *conn) events(st *mux.Stream, ec <-chan zx.Event) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	defer func() {
 		c.mu.Lock()
 		delete(c.watches, st)

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"syscall"
 	"time"
@@ -166,7 +168,7 @@ func runServe(args []string) int {
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		return usageError(c, fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", *level))
 	}
-	serverGC()
+	serverGC(maxMemory)
 	dir := "."
 	if len(rest) == 1 {
 		dir = rest[0]
@@ -275,6 +277,7 @@ func runServe(args []string) int {
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
+	go returnMemory(ctx, srv)
 	for _, name := range order[1:] {
 		log.Info("exporting", "tree", name, "dir", trees[name])
 	}
@@ -390,10 +393,68 @@ func idleSet(fs *flag.FlagSet) bool {
 // a heap up to five times the live data instead of twice.
 const serverGCPercent = 400
 
+// serverOverhead is the memory `zx serve` may use beyond its --max-memory
+// budget: the program and the Go runtime (about 12 MB at start), what is
+// not counted against the budget (the data structures of the trees, a
+// request's work beside what its cost covers), and room for the
+// collector's garbage.
+const serverOverhead = 64 << 20
+
 // serverGC sets the collector's target to serverGCPercent, unless GOGC
-// says otherwise.
-func serverGC() {
+// says otherwise, and its soft memory limit to maxMemory plus
+// serverOverhead, unless GOMEMLIMIT says otherwise: near the limit the
+// collector runs more often, so that garbage cannot take the server
+// far beyond its budget (at GOGC=400 it could reach five times it).
+func serverGC(maxMemory int64) {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(serverGCPercent)
 	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(min(maxMemory, math.MaxInt64-serverOverhead) + serverOverhead)
+	}
+}
+
+// returnMemory gives the memory that the server's connections no longer
+// use back to the system, once some of them have ended or their buffers
+// have emptied: Go's runtime keeps what its heap grew to until a
+// collection, which an idle server may not run for two minutes, and then
+// gives it back slowly (after hostile connections that held 125 MB had
+// closed, the server still held all of it two and a half minutes later).
+// It looks every second, returns memory only when at least returnMin
+// more is held than after the last return, and at most every returnEvery:
+// each return is a full collection.
+func returnMemory(ctx context.Context, srv *server.Server) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	base := heldMemory()
+	var last time.Time
+	conns, used := srv.NumConns(), srv.Memory().Used()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			n, u := srv.NumConns(), srv.Memory().Used()
+			ended := n < conns || u < used/2
+			conns, used = n, u
+			if !ended || now.Sub(last) < returnEvery || heldMemory() < base+returnMin {
+				continue
+			}
+			debug.FreeOSMemory()
+			base, last = heldMemory(), now
+		}
+	}
+}
+
+const (
+	returnMin   = 32 << 20
+	returnEvery = 5 * time.Second
+)
+
+// heldMemory returns the bytes the runtime holds from the system and has
+// not given back: roughly the process's resident memory.
+func heldMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
