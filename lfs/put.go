@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -488,16 +489,23 @@ func (f *FS) copyXattrs(dfd int, name string, fd int) error {
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, chunk); return &b }}
 
+// block is what copyIn's reader hands its writer: a buffer of n bytes
+// (counted in the request's zx.Memory), or the bytes p of a Write, or an
+// error.
 type block struct {
 	b   *[]byte
 	n   int
+	p   []byte
 	err error
 }
 
 // copyIn writes what r holds to fd from off (appending if app). It reads
 // in another goroutine, so that a cancelled ctx stops it even if r blocks;
-// that goroutine ends when its Read returns. Each buffer is counted
-// (zx.TakeMemory) from before it is filled until it is written.
+// that goroutine ends when its Read returns. A reader that can write
+// itself (io.WriterTo, as a server's request data does) hands over what it
+// holds, and copyIn needs no buffer: a put whose data stops coming holds
+// none. Otherwise each buffer is counted (zx.TakeMemory) from before it is
+// filled until it is written.
 func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error {
 	if r == nil {
 		return nil
@@ -505,40 +513,21 @@ func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error
 	stop := make(chan struct{})
 	defer close(stop)
 	c := make(chan block, 1)
-	go func() {
-		defer close(c)
-		for {
-			if err := zx.TakeMemory(ctx, chunk); err != nil {
+	written := make(chan error, 1)
+	if wt, ok := r.(io.WriterTo); ok {
+		go func() {
+			defer close(c)
+			_, err := wt.WriteTo(blockWriter{c: c, written: written, stop: stop})
+			if err != nil && err != errStopped {
 				select {
 				case c <- block{err: err}:
 				case <-stop:
 				}
-				return
 			}
-			b := bufs.Get().(*[]byte)
-			n, err := io.ReadFull(r, *b)
-			if err == io.ErrUnexpectedEOF {
-				err = io.EOF
-			}
-			if n == 0 {
-				// (ReadFull reads nothing only with an error.)
-				bufs.Put(b)
-				zx.GiveMemory(ctx, chunk)
-				b = nil
-				if err == io.EOF {
-					return
-				}
-			}
-			select {
-			case c <- block{b: b, n: n, err: err}:
-			case <-stop:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+		}()
+	} else {
+		go readBlocks(ctx, r, c, stop)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -547,7 +536,15 @@ func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error
 			if !ok {
 				return nil
 			}
-			if blk.n > 0 {
+			switch {
+			case blk.p != nil:
+				err := writeAll(fd, blk.p, off, app)
+				written <- err
+				if err != nil {
+					return err
+				}
+				off += int64(len(blk.p))
+			case blk.n > 0:
 				err := writeAll(fd, (*blk.b)[:blk.n], off, app)
 				bufs.Put(blk.b)
 				zx.GiveMemory(ctx, chunk)
@@ -560,6 +557,73 @@ func copyIn(ctx context.Context, fd int, off int64, app bool, r io.Reader) error
 				return blk.err
 			}
 		}
+	}
+}
+
+// readBlocks reads r into buffers and hands them to copyIn on c, which it
+// closes at the end.
+func readBlocks(ctx context.Context, r io.Reader, c chan<- block, stop <-chan struct{}) {
+	defer close(c)
+	for {
+		if err := zx.TakeMemory(ctx, chunk); err != nil {
+			select {
+			case c <- block{err: err}:
+			case <-stop:
+			}
+			return
+		}
+		b := bufs.Get().(*[]byte)
+		n, err := io.ReadFull(r, *b)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		if n == 0 {
+			// (ReadFull reads nothing only with an error.)
+			bufs.Put(b)
+			zx.GiveMemory(ctx, chunk)
+			b = nil
+			if err == io.EOF {
+				return
+			}
+		}
+		select {
+		case c <- block{b: b, n: n, err: err}:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// blockWriter hands the bytes of each Write to copyIn, and returns once
+// they are written.
+type blockWriter struct {
+	c       chan<- block
+	written <-chan error
+	stop    <-chan struct{}
+}
+
+var errStopped = errors.New("copy stopped")
+
+func (w blockWriter) Write(p []byte) (int, error) {
+	if p == nil {
+		p = []byte{}
+	}
+	select {
+	case w.c <- block{p: p}:
+	case <-w.stop:
+		return 0, errStopped
+	}
+	select {
+	case err := <-w.written:
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case <-w.stop:
+		return 0, errStopped
 	}
 }
 

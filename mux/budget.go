@@ -7,19 +7,30 @@ import (
 
 // A Budget bounds the bytes that a set of connections (a server's) hold
 // together: messages received and not yet consumed, messages queued and
-// not yet written, and what the server's requests hold while they work
-// (see Stream.Admit and Stream.Take). Each connection is also bounded on
-// its own by Config.MaxBuffer; the Budget keeps many connections together
-// from exhausting a server's memory.
+// not yet written, what the server's requests hold while they work (see
+// Stream.Admit and Stream.Take), and what the connections themselves cost
+// (TryTake). Each connection is also bounded on its own by
+// Config.MaxBuffer; the Budget keeps many connections together from
+// exhausting a server's memory.
 //
-// When a receiver would exceed it, the stream concerned fails with an
-// error of kind zx.ErrLimit (on a server; the client is told); a sender,
-// and a request's work, wait for room. The bound is strict: Used never
-// exceeds Limit.
+// It is shared so that no one use starves the others:
+//
+//   - connections (TryTake) hold at most half of it;
+//   - requests being served (Stream.Admit) at most a quarter;
+//   - whatever can wait for room (replies, a request's work, and those)
+//     leaves an eighth for what is received, which cannot wait;
+//   - what is received may use it all.
+//
+// So the data of requests admitted always has at least an eighth, and
+// they can always make progress. When a receiver would exceed the
+// Budget, the stream concerned fails with an error of kind zx.ErrLimit
+// (on a server; the client is told); the others wait for room. The bound
+// is strict: Used never exceeds Limit.
 type Budget struct {
 	limit    int64
 	used     atomic.Int64
 	peak     atomic.Int64
+	fixed    atomic.Int64 // of used: what connections cost (TryTake)
 	admitted atomic.Int64 // of used: what requests being served cost (Stream.Admit)
 
 	mu      sync.Mutex
@@ -41,21 +52,71 @@ func (b *Budget) Used() int64 { return b.used.Load() }
 // Peak returns the most bytes ever held at once.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 
-// TryTake takes n bytes if they fit, and reports whether it did. A server
-// counts what each connection costs it this way.
-func (b *Budget) TryTake(n int64) bool { return b.tryTake(n) }
+// TryTake takes n bytes for what a connection costs the server, if
+// connections then hold at most half the budget, and reports whether it
+// did. Release gives them back.
+func (b *Budget) TryTake(n int64) bool { return b.trySome(&b.fixed, n, 2) }
 
 // Release gives back n bytes taken with TryTake.
-func (b *Budget) Release(n int64) { b.release(n) }
+func (b *Budget) Release(n int64) { b.releaseSome(&b.fixed, n) }
 
-// tryTake takes n bytes if they fit.
+// tryTake takes n bytes if they fit: for data received, which cannot wait.
 func (b *Budget) tryTake(n int64) bool {
+	if b == nil {
+		return true
+	}
+	return b.tryTakeBelow(n, b.limit)
+}
+
+// tryWait takes n bytes if they fit and leave an eighth of the budget
+// for data received: for those who can wait for room.
+func (b *Budget) tryWait(n int64) bool {
+	if b == nil {
+		return true
+	}
+	return b.tryTakeBelow(n, b.limit-b.limit/8)
+}
+
+// tryAdmit takes n bytes for a request being served, if they fit and
+// requests being served then hold at most a quarter of the budget.
+func (b *Budget) tryAdmit(n int64) bool { return b.trySome(&b.admitted, n, 4) }
+
+// releaseAdmitted gives back n bytes taken with tryAdmit.
+func (b *Budget) releaseAdmitted(n int64) { b.releaseSome(&b.admitted, n) }
+
+// trySome is tryWait for one use of the budget, counted in share, which
+// may hold at most 1/part of the limit.
+func (b *Budget) trySome(share *atomic.Int64, n, part int64) bool {
+	if b == nil || n == 0 {
+		return true
+	}
+	if b.limit > 0 && share.Add(n) > b.limit/part {
+		share.Add(-n)
+		return false
+	}
+	if !b.tryWait(n) {
+		share.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *Budget) releaseSome(share *atomic.Int64, n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	share.Add(-n)
+	b.release(n)
+}
+
+// tryTakeBelow takes n bytes if used stays within limit (<= 0: no limit).
+func (b *Budget) tryTakeBelow(n, limit int64) bool {
 	if b == nil || n == 0 {
 		return true
 	}
 	for {
 		u := b.used.Load()
-		if b.limit > 0 && u+n > b.limit {
+		if limit > 0 && u+n > limit {
 			return false
 		}
 		if b.used.CompareAndSwap(u, u+n) {
@@ -67,34 +128,6 @@ func (b *Budget) tryTake(n int64) bool {
 			}
 		}
 	}
-}
-
-// tryAdmit takes n bytes for a request being served if they fit, and if
-// requests together then hold at most half the limit: the other half is
-// left for their data, so that requests admitted can always make
-// progress.
-func (b *Budget) tryAdmit(n int64) bool {
-	if b == nil || n == 0 {
-		return true
-	}
-	if b.limit > 0 && b.admitted.Add(n) > b.limit/2 {
-		b.admitted.Add(-n)
-		return false
-	}
-	if !b.tryTake(n) {
-		b.admitted.Add(-n)
-		return false
-	}
-	return true
-}
-
-// releaseAdmitted gives back n bytes taken with tryAdmit.
-func (b *Budget) releaseAdmitted(n int64) {
-	if b == nil || n == 0 {
-		return
-	}
-	b.admitted.Add(-n)
-	b.release(n)
 }
 
 // release gives n bytes back.

@@ -263,7 +263,7 @@ func (s *Stream) compress(typ uint8, p []byte) ([]byte, bool) {
 		// entries between it from compressing, nor the reverse.
 		zb = &s.zbDirs
 	}
-	if !z.worth(len(p), entries, minRTT, recent, samples) || !zb.try() {
+	if !z.worth(len(p), entries, minRTT, recent, samples) || !zb.try() || !c.encoderOK() {
 		return p, false
 	}
 	t0 := time.Now()
@@ -279,4 +279,28 @@ func (s *Stream) compress(typ uint8, p []byte) ([]byte, bool) {
 		return p, false
 	}
 	return out, true
+}
+
+// encoderCost is what a connection's zstd encoder holds once made
+// (measured: about 550 KiB).
+const encoderCost = 576 << 10
+
+// encoderOK reports whether the connection may compress. On a server, the
+// encoder counts against the Budget from the first frame compressed to
+// the end of the connection; while there is no room the connection sends
+// its frames as they are.
+func (c *Conn) encoderOK() bool {
+	if !c.server || c.cfg.Budget == nil || c.encoderHeld.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.encoderHeld.Load():
+		return true
+	case c.err != nil || !c.cfg.Budget.TryTake(encoderCost):
+		return false
+	}
+	c.encoderHeld.Store(true)
+	return true
 }

@@ -224,6 +224,7 @@ type Conn struct {
 
 	z                         compressor
 	ztries, savedOut, savedIn atomic.Int64
+	encoderHeld               atomic.Bool // encoderCost is counted in the Budget (guarded by mu)
 }
 
 // Client starts the client end of a connection over nc. It sends its hello
@@ -333,17 +334,31 @@ func (c *Conn) takeIn(n int) error {
 	return nil
 }
 
+// takeWorkIn accounts n bytes of a request's work on data it received
+// (a put's buffers), if they fit below the receive reserves.
+func (c *Conn) takeWorkIn(n int) bool {
+	if !c.inBuf.tryWait(int64(n)) {
+		return false
+	}
+	if !c.cfg.Budget.tryWait(int64(n)) {
+		c.inBuf.release(int64(n))
+		return false
+	}
+	return true
+}
+
 func (c *Conn) releaseIn(n int) {
 	c.inBuf.release(int64(n))
 	c.cfg.Budget.release(int64(n))
 }
 
-// takeOut accounts n bytes queued to send, if they fit.
+// takeOut accounts n bytes queued to send or held for a request's
+// reply, if they fit; it is for those who can wait for room.
 func (c *Conn) takeOut(n int) bool {
 	if !c.outBuf.tryTake(int64(n)) {
 		return false
 	}
-	if !c.cfg.Budget.tryTake(int64(n)) {
+	if !c.cfg.Budget.tryWait(int64(n)) {
 		c.outBuf.release(int64(n))
 		return false
 	}
@@ -392,6 +407,11 @@ func (c *Conn) fail(err error) {
 		for _, s := range streams {
 			s.abort(err)
 		}
+		c.mu.Lock()
+		if c.encoderHeld.Load() {
+			c.cfg.Budget.Release(encoderCost)
+		}
+		c.mu.Unlock()
 		// Done only once every stream has let go of its buffers.
 		close(c.done)
 		c.nc.Close()

@@ -51,7 +51,8 @@ type Stream struct {
 	// What the server's work on the request holds (work.go; c.mu).
 	inbound         bool // the request carries data: its work counts as received
 	admitted        int64
-	heldIn, heldOut int64
+	heldIn, heldOut int64 // all Take and Hold counted, received and sending sides
+	holding         int64 // of heldOut: reply data Hold counted, not yet queued
 	released        bool
 
 	stopCancel func() bool
@@ -398,12 +399,13 @@ func (s *Stream) account(n, wire int, held bool) bool {
 	c := s.c
 	var cover int64
 	if held && !s.released {
-		cover = min(int64(n), s.heldOut)
+		cover = min(int64(n), s.holding)
 	}
 	need := int64(wire) - cover
 	if need > 0 && !c.takeOut(int(need)) {
 		return false
 	}
+	s.holding -= cover
 	s.heldOut -= cover
 	if need < 0 {
 		c.releaseOut(int(-need))

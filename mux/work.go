@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/zxfs/zx"
-	"github.com/zxfs/zx/proto"
 )
 
 // What a server's work on a request holds is counted against the
@@ -53,24 +52,26 @@ func (s *Stream) Admit(ctx context.Context, n int) error {
 
 // Take implements zx.Memory: it waits until the stream may hold n more
 // bytes and counts them. On a stream whose request carries no data, it
-// first waits until the client has granted credit beyond what the stream
-// holds; with none for Config.StallTimeout the stream fails with
-// zx.ErrTimeout, as Send does.
+// first waits until the client has granted credit beyond the reply data
+// the server holds (Hold); with none for Config.StallTimeout the stream
+// fails with zx.ErrTimeout, as Send does. A get thus reads a chunk of a
+// file only while the client has room for more, and holds at most one
+// it cannot send yet.
 func (s *Stream) Take(ctx context.Context, n int) error {
 	if !s.c.server || n <= 0 {
 		return nil
 	}
 	if !s.inbound {
-		if err := s.waitCredit(ctx, n); err != nil {
+		if err := s.waitCredit(ctx); err != nil {
 			return err
 		}
 	}
-	return s.take(ctx, n, s.inbound)
+	return s.take(ctx, n, s.inbound, false)
 }
 
 // TryTake implements zx.Memory: it counts n bytes if they fit now and,
 // on a stream whose request carries no data, the client has granted
-// credit the stream has not used.
+// credit beyond the reply data the server holds.
 func (s *Stream) TryTake(n int) bool {
 	c := s.c
 	if !c.server || n <= 0 {
@@ -82,12 +83,12 @@ func (s *Stream) TryTake(n int) bool {
 	case s.released || c.err != nil:
 		return false
 	case s.inbound:
-		if c.takeIn(n) != nil {
+		if !c.takeWorkIn(n) {
 			return false
 		}
 		s.heldIn += int64(n)
 	default:
-		if s.sendCredit <= 0 || s.sendEnded || s.peerEnded || !c.takeOut(n) {
+		if s.sendCredit <= s.holding || s.sendEnded || s.peerEnded || !c.takeOut(n) {
 			return false
 		}
 		s.heldOut += int64(n)
@@ -109,7 +110,7 @@ func (s *Stream) Give(n int) {
 		c.releaseIn(int(m))
 		return
 	}
-	m := min(int64(n), s.heldOut)
+	m := min(int64(n), s.heldOut-s.holding)
 	s.heldOut -= m
 	c.releaseOut(int(m))
 }
@@ -120,7 +121,7 @@ func (s *Stream) Hold(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	return s.take(ctx, n, false)
+	return s.take(ctx, n, false, true)
 }
 
 // SendHeld is Send for data counted with Hold: its frames take no more
@@ -146,16 +147,16 @@ func (s *Stream) Release() {
 	c.cfg.Budget.releaseAdmitted(s.admitted)
 	c.releaseIn(int(s.heldIn))
 	c.releaseOut(int(s.heldOut))
-	s.admitted, s.heldIn, s.heldOut = 0, 0, 0
+	s.admitted, s.heldIn, s.heldOut, s.holding = 0, 0, 0, 0
 }
 
 var errReleased = zx.E(zx.ErrCanceled, "", "", "request is over")
 
-func (s *Stream) take(ctx context.Context, n int, in bool) error {
+func (s *Stream) take(ctx context.Context, n int, in, hold bool) error {
 	c := s.c
 	return s.waitMem(ctx, n, in, false, func() bool {
 		if in {
-			if c.takeIn(n) != nil {
+			if !c.takeWorkIn(n) {
 				return false
 			}
 			s.heldIn += int64(n)
@@ -165,6 +166,9 @@ func (s *Stream) take(ctx context.Context, n int, in bool) error {
 			return false
 		}
 		s.heldOut += int64(n)
+		if hold {
+			s.holding += int64(n)
+		}
 		return true
 	})
 }
@@ -235,10 +239,9 @@ func (s *Stream) memErr(buf *Budget, n int, admit bool) error {
 	return zx.E(zx.ErrLimit, "", "", fmt.Sprintf("connection's %s full for %v (%d bytes each way; raise the server's --max-conn-buffer)", what, c.cfg.StallTimeout, buf.Limit()))
 }
 
-// waitCredit waits until the client has granted the stream credit for n
-// bytes beyond the reply data it holds (or for a whole initial window, for
-// larger n: every window is at least that).
-func (s *Stream) waitCredit(ctx context.Context, n int) error {
+// waitCredit waits until the client has granted the stream credit beyond
+// the reply data the server holds for it: the reply is not stalled.
+func (s *Stream) waitCredit(ctx context.Context) error {
 	c := s.c
 	var stall *time.Timer
 	defer func() {
@@ -260,7 +263,7 @@ func (s *Stream) waitCredit(ctx context.Context, n int) error {
 		case s.sendEnded || s.peerEnded:
 			c.mu.Unlock()
 			return ErrPeerEnded
-		case s.sendCredit-s.heldOut >= int64(min(n, proto.InitialStreamWindow)):
+		case s.sendCredit > s.holding:
 			c.mu.Unlock()
 			return nil
 		}

@@ -194,7 +194,8 @@ func TestServerMemoryBound(t *testing.T) {
 	if r := <-first; r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	eventually(t, "buffers to drain", func() bool { return srv.Memory().Used() == 0 })
+	// What is left is what the open connection costs.
+	eventually(t, "buffers to drain", func() bool { return srv.Memory().Used() == server.ConnCost })
 }
 
 func TestStalledReaderDoesNotBlockOthers(t *testing.T) {

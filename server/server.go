@@ -348,9 +348,9 @@ func (s *Server) Close() error {
 
 // connCost is what a connection costs the server's memory (MaxMemory)
 // while it is open, whatever it does: its socket buffers (256 KiB each
-// way), goroutines and tables, measured at about 560 KiB, and zstd's
-// state once it compresses (about 640 KiB more, both ways).
-const connCost = 1 << 20
+// way), goroutines and tables (measured: about 550 KiB), and a zstd
+// decoder (90 KiB). A zstd encoder is counted when made (mux).
+const connCost = 640 << 10
 
 type conn struct {
 	srv   *Server
@@ -432,22 +432,23 @@ func (c *conn) serve() {
 
 // requestCost is what serving req costs beside the data its work holds
 // (which the tree counts with zx.TakeMemory, and the server as it sends
-// it): the goroutines of the server and the tree and their stacks, the
-// contexts, timers and the order queue's entry, and the entries a walk
-// hands over ahead of its reader. Measured with many requests waiting
-// (TestServeMemoryBound in cmd/zx): about ... per get.
+// it): the goroutines of the server and the tree and their stacks (about
+// 4.5 KiB each, measured with thousands of requests waiting), contexts,
+// timers and the order queue's entry; for a find, also the entries it
+// hands over ahead of its reader (64, of about 1 KiB each) and its
+// readers' goroutines; for a put, the message of its data being written
+// (at most proto.MaxPayload).
 func requestCost(req *proto.Request) int {
 	switch req.Op {
 	case proto.OpFind, proto.OpFindGet:
-		return findCost
+		return baseCost + 80<<10
+	case proto.OpPut:
+		return baseCost + proto.MaxPayload
 	}
 	return baseCost
 }
 
-const (
-	baseCost = 16 << 10
-	findCost = 64 << 10
-)
+const baseCost = 16 << 10
 
 // done ends the work on a request.
 func (c *conn) done(st *mux.Stream) {
