@@ -55,10 +55,19 @@ func (b *Budget) Peak() int64 { return b.peak.Load() }
 // TryTake takes n bytes for what a connection costs the server, if
 // connections then hold at most half the budget, and reports whether it
 // did. Release gives them back.
-func (b *Budget) TryTake(n int64) bool { return b.trySome(&b.fixed, n, 2) }
+func (b *Budget) TryTake(n int64) bool {
+	if b == nil {
+		return true
+	}
+	return b.trySome(&b.fixed, n, 2)
+}
 
 // Release gives back n bytes taken with TryTake.
-func (b *Budget) Release(n int64) { b.releaseSome(&b.fixed, n) }
+func (b *Budget) Release(n int64) {
+	if b != nil {
+		b.releaseSome(&b.fixed, n)
+	}
+}
 
 // tryTake takes n bytes if they fit: for data received, which cannot wait.
 func (b *Budget) tryTake(n int64) bool {
@@ -79,15 +88,24 @@ func (b *Budget) tryWait(n int64) bool {
 
 // tryAdmit takes n bytes for a request being served, if they fit and
 // requests being served then hold at most a quarter of the budget.
-func (b *Budget) tryAdmit(n int64) bool { return b.trySome(&b.admitted, n, 4) }
+func (b *Budget) tryAdmit(n int64) bool {
+	if b == nil {
+		return true
+	}
+	return b.trySome(&b.admitted, n, 4)
+}
 
 // releaseAdmitted gives back n bytes taken with tryAdmit.
-func (b *Budget) releaseAdmitted(n int64) { b.releaseSome(&b.admitted, n) }
+func (b *Budget) releaseAdmitted(n int64) {
+	if b != nil {
+		b.releaseSome(&b.admitted, n)
+	}
+}
 
 // trySome is tryWait for one use of the budget, counted in share, which
 // may hold at most 1/part of the limit.
 func (b *Budget) trySome(share *atomic.Int64, n, part int64) bool {
-	if b == nil || n == 0 {
+	if n == 0 {
 		return true
 	}
 	if b.limit > 0 && share.Add(n) > b.limit/part {
@@ -102,7 +120,7 @@ func (b *Budget) trySome(share *atomic.Int64, n, part int64) bool {
 }
 
 func (b *Budget) releaseSome(share *atomic.Int64, n int64) {
-	if b == nil || n == 0 {
+	if n == 0 {
 		return
 	}
 	share.Add(-n)

@@ -936,8 +936,8 @@ const minPreGrant = 64 << 10
 // connection window, and what is left of MaxPreGrant for all open
 // streams together: many small requests at once do not each get a large
 // window, and the memory pre-grants let the peer fill is bounded. A
-// server grants nothing while its shared Budget is over half full. c.mu
-// is held.
+// server grants nothing while its shared Budget is over half full, not
+// counting what the connections themselves cost. c.mu is held.
 func (c *Conn) preGrantLocked(s *Stream) int {
 	if c.cfg.MaxPreGrant <= 0 {
 		return 0
@@ -947,7 +947,7 @@ func (c *Conn) preGrantLocked(s *Stream) int {
 	if extra < minPreGrant {
 		return 0
 	}
-	if b := c.cfg.Budget; b != nil && b.Limit() > 0 && b.Used()+int64(extra) > b.Limit()/2 {
+	if b := c.cfg.Budget; b != nil && b.Limit() > 0 && b.Used()-b.fixed.Load()+int64(extra) > (b.Limit()-b.fixed.Load())/2 {
 		return 0
 	}
 	c.pregranted += extra

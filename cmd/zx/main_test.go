@@ -105,6 +105,13 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) string {
 // process has printed on stderr so far.
 func startLog(t *testing.T, re *regexp.Regexp, args ...string) (string, func() string) {
 	t.Helper()
+	addr, log, _ := startProc(t, re, args...)
+	return addr, log
+}
+
+// startProc is startLog, and also returns the process's id.
+func startProc(t *testing.T, re *regexp.Regexp, args ...string) (string, func() string, int) {
+	t.Helper()
 	cmd := exec.Command(zxBin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
@@ -152,13 +159,13 @@ func startLog(t *testing.T, re *regexp.Regexp, args ...string) (string, func() s
 	}()
 	select {
 	case a := <-addr:
-		return a, log
+		return a, log, cmd.Process.Pid
 	case <-exited:
 		t.Fatalf("zx %s exited before it was ready: %s", strings.Join(args, " "), log())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("zx %s: not ready after 10s", strings.Join(args, " "))
 	}
-	return "", log
+	return "", log, 0
 }
 
 var (

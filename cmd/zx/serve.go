@@ -58,7 +58,10 @@ func serveCommand() command {
 			"that ends: ssh://HOST/DIR locations run \"zx serve --stdio DIR\" on HOST through ssh, which " +
 			"authenticates and encrypts (no TLS then). " +
 			"Limits keep one client from starving the others: connections beyond --max-conns are refused, " +
-			"buffered data is bounded per connection (--max-conn-buffer) and for the server (--max-memory), " +
+			"memory is bounded per connection (--max-conn-buffer) and for the server (--max-memory): what it buffers, " +
+			"what each request being served costs and the data it reads ahead, and what connections cost (640 KiB each, at most half of it); " +
+			"requests wait for room in order, a reply is read from disk only as fast as its client takes it, " +
+			"and the server's resident memory stays within --max-memory plus 64 MiB; " +
 			"each connection's requests are paced to --request-rate, a reply the client does not read for " +
 			"--stall-timeout is abandoned, and connections idle for --idle-timeout are closed. " +
 			"A client that hits a limit is told which one. " +
@@ -104,12 +107,12 @@ func runServe(args []string) int {
 	maxConns := fs.Int("max-conns", 1024, "connections served at once; more are refused")
 	maxStreams := fs.Int("max-streams", 4096, "requests in flight per connection")
 	maxMemory, maxConnBuf := int64(1<<30), int64(64<<20)
-	fs.Func("max-memory", "`BYTES` all connections may buffer together (default 1GiB)", func(v string) error {
+	fs.Func("max-memory", "`BYTES` of memory all connections may hold together: what they cost, buffer and work on (default 1GiB)", func(v string) error {
 		n, err := parseSize(v)
 		maxMemory = n
 		return err
 	})
-	fs.Func("max-conn-buffer", "`BYTES` one connection may buffer each way (default 64MiB)", func(v string) error {
+	fs.Func("max-conn-buffer", "`BYTES` of memory one connection may hold each way: what it buffers and works on (default 64MiB)", func(v string) error {
 		n, err := parseSize(v)
 		maxConnBuf = n
 		return err
@@ -393,11 +396,12 @@ func idleSet(fs *flag.FlagSet) bool {
 // a heap up to five times the live data instead of twice.
 const serverGCPercent = 400
 
-// serverOverhead is the memory `zx serve` may use beyond its --max-memory
-// budget: the program and the Go runtime (about 12 MB at start), what is
-// not counted against the budget (the data structures of the trees, a
-// request's work beside what its cost covers), and room for the
-// collector's garbage.
+// serverOverhead is the resident memory `zx serve` may use beyond its
+// --max-memory budget: the program and the Go runtime (about 12 MB at
+// start), what is not counted against the budget (the data structures of
+// the trees, a request's work beside what its cost covers), and room for
+// the collector's garbage. The runtime's memory limit is set 16 MiB
+// below it, for the program's own pages, which the runtime does not count.
 const serverOverhead = 64 << 20
 
 // serverGC sets the collector's target to serverGCPercent, unless GOGC
@@ -410,7 +414,7 @@ func serverGC(maxMemory int64) {
 		debug.SetGCPercent(serverGCPercent)
 	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(min(maxMemory, math.MaxInt64-serverOverhead) + serverOverhead)
+		debug.SetMemoryLimit(min(maxMemory, math.MaxInt64-serverOverhead) + serverOverhead - 16<<20)
 	}
 }
 
