@@ -429,6 +429,10 @@ func (s *Stream) sentEnd() {
 		s.endedLocked()
 	}
 	c.mu.Unlock()
+	if c.server {
+		// (A server may answer a put before it took all its data.)
+		s.dropReceived(errReleased)
+	}
 }
 
 // endedLocked removes a finished stream. c.mu is held.
@@ -492,21 +496,18 @@ func (s *Stream) dropOutLocked() {
 // Recv returns err once the messages already received are read. It does
 // not tell the peer.
 func (s *Stream) abort(err error) {
-	s.rmu.Lock()
-	if s.rerr == nil && (!s.recvEnded || s.c.server) {
-		s.rerr = err
-	}
 	if s.c.server {
-		// The request is over: what it received is of no more use,
-		// and would be held uncounted as long as the stream is
-		// referenced (by the queue of requests not yet served).
-		clear(s.rq)
-		s.rq, s.rhead, s.rbytes = nil, 0, 0
+		s.dropReceived(err)
+	} else {
+		s.rmu.Lock()
+		if s.rerr == nil && !s.recvEnded {
+			s.rerr = err
+		}
+		rel := s.acct
+		s.acct = 0
+		s.rmu.Unlock()
+		s.c.releaseIn(rel)
 	}
-	rel := s.acct
-	s.acct = 0
-	s.rmu.Unlock()
-	s.c.releaseIn(rel)
 	select {
 	case s.rwake <- struct{}{}:
 	default:
@@ -545,6 +546,24 @@ func (s *Stream) abort(err error) {
 	if stop != nil {
 		stop()
 	}
+}
+
+// dropReceived ends the receiving side of a server's stream with err:
+// the request is over, and what it received and did not consume is of no
+// more use. It is dropped and no longer counted (it would be held as long
+// as the stream is referenced, by the queue of requests not yet served),
+// and so is what arrives later.
+func (s *Stream) dropReceived(err error) {
+	s.rmu.Lock()
+	if s.rerr == nil {
+		s.rerr = err
+	}
+	clear(s.rq)
+	s.rq, s.rhead, s.rbytes = nil, 0, 0
+	rel := s.acct
+	s.acct = 0
+	s.rmu.Unlock()
+	s.c.releaseIn(rel)
 }
 
 // Cancel abandons the stream and tells the peer to stop working on it.

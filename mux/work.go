@@ -132,10 +132,11 @@ func (s *Stream) SendHeld(ctx context.Context, typ uint8, p []byte, end bool) er
 }
 
 // Release gives back everything the request's work holds: what Admit,
-// Take and Hold counted and was not given back or sent. The server calls
-// it when the work is over; Give does nothing after it, and Take, Hold
-// and Admit fail.
+// Take and Hold counted and was not given back or sent, and the data it
+// received and did not consume. The server calls it when the work is
+// over; Give does nothing after it, and Take, Hold and Admit fail.
 func (s *Stream) Release() {
+	s.dropReceived(errReleased)
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -69,7 +69,7 @@ func (h *recallHolder) send() {
 // recalls serves a recalls stream: the connection holds owner's
 // delegations of tree through it until it ends.
 func (c *conn) recalls(st *mux.Stream, tree, owner string) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	key := owner
 	if c.grant != nil {
 		key = c.grant.User + "/" + owner
@@ -115,7 +115,7 @@ func (c *conn) holder(tree string) *recallHolder {
 // DATA), or refused (ERR of kind busy). Other clients' acknowledged
 // watches on p drop what they cached of it before the grant is answered.
 func (c *conn) delegate(ctx context.Context, st *mux.Stream, tree string, req *proto.Request, t zx.Tree) {
-	defer c.reqs.Done()
+	defer c.done(st)
 	h := c.holder(tree)
 	var err error
 	switch {
@@ -145,7 +145,7 @@ func (c *conn) giveBack(ctx context.Context, st *mux.Stream, tree string, req *p
 	}
 	rc := t.Stat(ctx, req.Path) // issued now, in the connection's order
 	go func() {
-		defer c.reqs.Done()
+		defer c.done(st)
 		<-rc
 		if d != nil {
 			c.srv.delegs.Return(d)

@@ -17,6 +17,7 @@ import (
 	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/memfs"
 	"github.com/zxfs/zx/mux"
+	"github.com/zxfs/zx/proto"
 	"github.com/zxfs/zx/server"
 	"github.com/zxfs/zx/wan"
 )
@@ -38,6 +39,10 @@ func serve(t *testing.T, tr zx.Tree, cfg server.Config) (*server.Server, string)
 	t.Cleanup(func() {
 		srv.Close()
 		<-done
+		// Every request and connection gave back what it counted.
+		if u := srv.Memory().Used(); u != 0 {
+			t.Errorf("server still counts %d bytes of memory after it closed", u)
+		}
 	})
 	return srv, l.Addr().String()
 }
@@ -270,4 +275,30 @@ func TestIdleClosed(t *testing.T) {
 		t.Errorf("client told %v, want an idle timeout", c.Err())
 	}
 	eventually(t, "the server to drop it", func() bool { return srv.NumConns() == 0 })
+}
+
+func TestUnusedPutDataReleased(t *testing.T) {
+	// Puts the server refuses before it takes their data (a path that
+	// cannot be) leave nothing counted once answered: the data received
+	// for them was counted for good before, and enough such puts would
+	// have filled the server's memory for every client.
+	fs, err := lfs.New(t.TempDir(), lfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	srv, addr := serve(t, fs, server.Config{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := mux.Client(nc, mux.Config{})
+	defer mc.Close()
+	for range 20 {
+		_, err := rawRequest(t, mc, &proto.Request{Op: proto.OpPut, Path: "/../x", Dir: zx.Dir{zx.AType: zx.TypeFile}}, make([]byte, 10<<10))
+		if err == nil {
+			t.Fatal("put of /../x succeeded")
+		}
+	}
+	eventually(t, "the refused puts' data to be released", func() bool { return srv.Memory().Used() == server.ConnCost })
 }

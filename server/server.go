@@ -420,8 +420,8 @@ func (c *conn) serve() {
 		}
 		// The request waits here, and those after it behind it, until
 		// the connection and the server have room to serve it: a
-		// client's requests queue in the connection's buffers and then
-		// on the socket, instead of each taking a goroutine.
+		// client's requests queue in the connection's buffers (at most
+		// maxstreams of them), instead of each taking goroutines.
 		if err := st.Admit(st.Context(), requestCost(req)); err != nil {
 			go c.fail(st, zx.Errorf(proto.OpName(req.Op), req.Path, err))
 			continue
