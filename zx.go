@@ -2,7 +2,8 @@
 // directory entries as attribute sets, the Tree interface that every layer
 // implements (local disk, memory, network client, cache, control files) and
 // the optional abilities a layer may add (Finder, Watcher, AckWatcher,
-// Linker, StatFSer, Syncer), and the error kinds that cross the wire.
+// Linker, StatFSer, Syncer, Allocator), and the error kinds that cross the
+// wire.
 //
 // # Calls return channels
 //

@@ -88,3 +88,36 @@ func (d *data) truncate(size int64) {
 	}
 	d.size = size
 }
+
+// zero makes the bytes from off to end (within the file) read as zeros:
+// blocks wholly inside are dropped (holes), the others replaced.
+func (d *data) zero(off, end int64) {
+	first, last := off/blockSize, (end-1)/blockSize
+	zero := func(bn int64) {
+		b, ok := d.blocks[bn]
+		if !ok {
+			return
+		}
+		lo, hi := max(off-bn*blockSize, 0), min(end-bn*blockSize, blockSize)
+		if lo == 0 && hi == blockSize {
+			delete(d.blocks, bn)
+			return
+		}
+		nb := make([]byte, blockSize)
+		copy(nb, b)
+		clear(nb[lo:hi])
+		d.blocks[bn] = nb
+	}
+	if last-first >= int64(len(d.blocks)) {
+		// A range larger than what is stored: visit what is stored.
+		for bn := range d.blocks {
+			if bn >= first && bn <= last {
+				zero(bn)
+			}
+		}
+		return
+	}
+	for bn := first; bn <= last; bn++ {
+		zero(bn)
+	}
+}

@@ -1,5 +1,5 @@
-// Package memfs is an in-memory zx.Tree (and Finder, Watcher, Linker and
-// Syncer), for tests, examples and synthetic trees (the control-file layer
+// Package memfs is an in-memory zx.Tree (and Finder, Watcher, Linker,
+// Syncer and Allocator), for tests, examples and synthetic trees (the control-file layer
 // builds on it).
 // It honours the whole zx contract, as checked by package zxtest.
 //

@@ -26,6 +26,7 @@ const (
 	OpLink      = 12
 	OpStatFS    = 13
 	OpSync      = 14 // only to a server that offered FeatureSync
+	OpAllocate  = 15 // only to a server that offered FeatureAlloc
 	// Delegations, only to a server that offered FeatureDeleg.
 	OpDelegate = 16 // ask for a delegation of path
 	OpRecalls  = 17 // a stream of recalls, for owner
@@ -37,7 +38,7 @@ const (
 	opCaller = 0x80
 )
 
-var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs", "sync", "", "delegate", "recalls", "return"}
+var opNames = [...]string{"", "attach", "stat", "get", "put", "move", "remove", "removeall", "wstat", "find", "findget", "watch", "link", "statfs", "sync", "allocate", "delegate", "recalls", "return"}
 
 // OpName returns the name of a request operation.
 func OpName(op uint8) string {
@@ -54,8 +55,9 @@ type Request struct {
 	Tree  string // exported tree name; "" for the default tree
 	Path  string
 	To    string // move
-	Off   int64  // get, put
-	Count int64  // get
+	Off   int64  // get, put, allocate
+	Count int64  // get, allocate
+	Mode  uint32 // allocate: a zx.AllocMode
 	Dir   zx.Dir // put, wstat
 	Pred  string // find, findget
 	Spref string // find, findget
@@ -93,6 +95,12 @@ const EventRecall = 6
 // the sync request (OpSync). A client never sends OpSync to a server that
 // did not offer it: an older server would answer it as a protocol error.
 const FeatureSync = "sync"
+
+// FeatureAlloc is the hello feature by which a server says that it takes
+// the allocate request (OpAllocate). A client never sends OpAllocate to a
+// server that did not offer it (an older server would answer it as a
+// protocol error): it fails the call with zx.ErrNotSupp instead.
+const FeatureAlloc = "falloc"
 
 // Event is the payload of an FEvent frame.
 type Event struct {
@@ -376,6 +384,10 @@ func AppendRequest(b []byte, r *Request) []byte {
 		e.varint(r.Depth)
 	case OpRecalls:
 		e.str(r.Owner)
+	case OpAllocate:
+		e.uvarint(uint64(r.Mode))
+		e.varint(r.Off)
+		e.varint(r.Count)
 	}
 	return e.b
 }
@@ -419,6 +431,14 @@ func ParseRequest(b []byte) (*Request, error) {
 		if d.err == nil && (r.Owner == "" || len(r.Owner) > MaxOwner) {
 			d.fail("bad owner")
 		}
+	case OpAllocate:
+		mode := d.uvarint()
+		if d.err == nil && mode > 1<<32-1 {
+			d.fail("allocate mode out of range")
+		}
+		r.Mode = uint32(mode)
+		r.Off = d.varint()
+		r.Count = d.varint()
 	}
 	if err := d.end(); err != nil {
 		return nil, err

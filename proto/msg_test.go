@@ -63,6 +63,8 @@ func carried(r Request) Request {
 		w.Pred, w.Spref, w.Dpref, w.Depth = r.Pred, r.Spref, r.Dpref, r.Depth
 	case OpRecalls:
 		w.Owner = r.Owner
+	case OpAllocate:
+		w.Mode, w.Off, w.Count = r.Mode, r.Off, r.Count
 	}
 	return w
 }
@@ -109,6 +111,10 @@ var requestTests = []struct {
 	{"statfs", Request{Op: OpStatFS, Tree: "t", Path: "/"}},
 	{"sync", Request{Op: OpSync, Tree: "t", Path: "/a/b"}},
 	{"sync root", Request{Op: OpSync, Path: "/"}},
+	{"allocate", Request{Op: OpAllocate, Tree: "t", Path: "/db", Off: 4096, Count: 1 << 20}},
+	{"allocate punch", Request{Op: OpAllocate, Path: "/f", Mode: 0x03, Off: 0, Count: 1}},
+	{"allocate zero keep caller", Request{Op: OpAllocate, Path: "/f", Mode: 0x11, Off: 1 << 40, Count: 65536, HasCaller: true, Uid: 1000, Gid: 100}},
+	{"allocate extreme", Request{Op: OpAllocate, Path: "/f", Mode: math.MaxUint32, Off: math.MinInt64, Count: math.MaxInt64}},
 	{"remove", Request{Op: OpRemove, Path: "/a"}},
 	{"removeall", Request{Op: OpRemoveAll, Tree: "t", Path: "/a/b/c"}},
 	{"wstat nil", Request{Op: OpWstat, Path: "/a"}},
@@ -172,7 +178,7 @@ func TestRequestDropsUnusedFields(t *testing.T) {
 			continue // not a request (yet)
 		}
 		full := Request{
-			Op: op, Tree: "tree", Path: "/path", To: "/to", Off: -7, Count: 99,
+			Op: op, Tree: "tree", Path: "/path", To: "/to", Off: -7, Count: 99, Mode: 0x11,
 			Dir: zx.Dir{"a": "b"}, Pred: "pred", Spref: "/s", Dpref: "/d", Depth: 3, Owner: "me",
 		}
 		got, err := ParseRequest(AppendRequest(nil, &full))
@@ -195,6 +201,25 @@ func TestParseRequestBadOwner(t *testing.T) {
 	}
 }
 
+// An allocate's mode is a 32-bit value, and its fields must all be there.
+func TestParseRequestBadAllocate(t *testing.T) {
+	good := AppendRequest(nil, &Request{Op: OpAllocate, Path: "/f", Mode: 1, Off: 2, Count: 3})
+	if r, err := ParseRequest(good); err != nil || r.Mode != 1 || r.Off != 2 || r.Count != 3 {
+		t.Fatalf("ParseRequest(% x) = %+v, %v", good, r, err)
+	}
+	for _, b := range [][]byte{
+		append(binary.AppendUvarint([]byte{OpAllocate, 0, 2, '/', 'f'}, 1<<32), 0, 2), // mode too large
+		good[:len(good)-1], // count missing
+		good[:len(good)-2], // off and count missing
+		good[:len(good)-3], // everything missing
+		append(good, 0),    // trailing garbage
+	} {
+		if r, err := ParseRequest(b); !errors.Is(err, zx.ErrProtocol) || r != nil {
+			t.Errorf("ParseRequest(% x) = %+v, %v; want ErrProtocol", b, r, err)
+		}
+	}
+}
+
 func TestParseRequestBadCaller(t *testing.T) {
 	for _, b := range [][]byte{
 		{OpStat | opCaller, 0, 0},       // ids missing
@@ -209,7 +234,7 @@ func TestParseRequestBadCaller(t *testing.T) {
 }
 
 func TestParseRequestUnknownOp(t *testing.T) {
-	for _, op := range []uint8{0, 15, maxOp + 1, 100, 255} {
+	for _, op := range []uint8{0, maxOp + 1, 100, 255} {
 		b := []byte{op, 0, 0}
 		r, err := ParseRequest(b)
 		if !errors.Is(err, zx.ErrProtocol) || r != nil {
@@ -222,7 +247,7 @@ func TestOpName(t *testing.T) {
 	want := map[uint8]string{
 		OpAttach: "attach", OpStat: "stat", OpGet: "get", OpPut: "put", OpMove: "move",
 		OpRemove: "remove", OpRemoveAll: "removeall", OpWstat: "wstat", OpFind: "find",
-		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", OpSync: "sync", OpDelegate: "delegate", OpRecalls: "recalls", OpReturn: "return", 0: "", 15: "op15", 255: "op255",
+		OpFindGet: "findget", OpWatch: "watch", OpLink: "link", OpStatFS: "statfs", OpSync: "sync", OpAllocate: "allocate", OpDelegate: "delegate", OpRecalls: "recalls", OpReturn: "return", 0: "", 19: "op19", 255: "op255",
 	}
 	for op, name := range want {
 		if got := OpName(op); got != name {

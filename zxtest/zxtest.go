@@ -40,6 +40,10 @@
 //     nothing; "size" on a directory must equal its size (else ErrIsDir);
 //     ctime, ino and nlink are ignored. Deleting a missing user attribute
 //     is not an error.
+//   - Allocate (zx.Allocator): each mode's effect on size and contents
+//     as zx.Allocator says, bad arguments as zx.CheckAlloc says, a
+//     directory ErrIsDir, a link or other entry ErrInvalid; ordered
+//     with puts and gets issued around it.
 //   - A path through a file fails with ErrNotDir; Get at a negative offset
 //     with ErrInvalid; RemoveAll of a missing path with ErrNotExist.
 //   - Cancelling a Put whose data reader blocks makes the reply arrive
@@ -142,6 +146,7 @@ func TestTree(t *testing.T, mk func(t *testing.T) zx.Tree, opts Options) {
 	for _, g := range [][]subtest{
 		rootTests, putTests, getTests, wstatTests, moveTests, removeTests,
 		orderTests, cancelTests, findTests, watchTests, linkTests, syncTests,
+		allocTests,
 	} {
 		all = append(all, g...)
 	}
