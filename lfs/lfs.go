@@ -1,5 +1,5 @@
-// Package lfs implements zx.Tree (and Finder, Watcher, Linker, StatFSer
-// and Syncer) over a directory of the local disk: the tree a zx server
+// Package lfs implements zx.Tree (and Finder, Watcher, Linker, StatFSer,
+// Syncer and Allocator) over a directory of the local disk: the tree a zx server
 // exports. It runs on Linux.
 //
 // # Confinement
