@@ -1,6 +1,6 @@
 // Package client is the zx client: a zx.Tree (and Finder, Watcher,
-// AckWatcher, Linker, StatFSer and Syncer) that speaks to a server over
-// one multiplexed connection.
+// AckWatcher, Linker, StatFSer, Syncer and Allocator) that speaks to a
+// server over one multiplexed connection.
 //
 // Every call encodes its request and queues it on the connection in call
 // order, then returns; a goroutine per request turns the reply stream into

@@ -359,7 +359,7 @@ func addStats(a, b mux.Stats) mux.Stats {
 // once: reads, and writes that set rather than change.
 func idempotent(req *proto.Request) bool {
 	switch req.Op {
-	case proto.OpAttach, proto.OpStat, proto.OpWstat, proto.OpStatFS, proto.OpSync, proto.OpGet, proto.OpFind, proto.OpFindGet, proto.OpWatch,
+	case proto.OpAttach, proto.OpStat, proto.OpWstat, proto.OpStatFS, proto.OpSync, proto.OpAllocate, proto.OpGet, proto.OpFind, proto.OpFindGet, proto.OpWatch,
 		proto.OpDelegate, proto.OpReturn, proto.OpRecalls:
 		return true
 	case proto.OpPut:

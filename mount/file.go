@@ -49,6 +49,10 @@ type wstate struct {
 	// no longer has).
 	whole bool
 	dirty bool
+	// gen counts the changes made to the file's data on the server
+	// other than by writes (Allocate): a read stream started before
+	// one may hold what it changed.
+	gen uint64
 
 	// The first error of writes sent without waiting (flushAhead), for
 	// the next flush (close) or fsync to return.
@@ -824,7 +828,8 @@ func itoa(n int64) string {
 // rstream is one streaming Get of a file from an offset: sequential reads
 // share it.
 type rstream struct {
-	off    int64 // file offset of the next byte
+	gen    uint64 // wstate.gen when it started
+	off    int64  // file offset of the next byte
 	c      <-chan zx.Item
 	buf    []byte
 	cancel context.CancelFunc
@@ -877,6 +882,10 @@ func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, sy
 	defer h.rmu.Unlock()
 	m := h.n.m
 	const skip = 8 << 20
+	if h.rs != nil && h.rs.gen != h.s.gen {
+		h.rs.stop()
+		h.rs = nil
+	}
 	if h.rs != nil && (off < h.rs.off || off > h.rs.off+skip || h.rs.err != nil) {
 		if off < h.rs.off {
 			// Out of order (parallel read-ahead): from what the stream
@@ -898,7 +907,7 @@ func (h *handle) readStream(ctx context.Context, buf []byte, off int64) (int, sy
 	}
 	if h.rs == nil {
 		sctx, cancel := context.WithCancel(m.ctx)
-		h.rs = &rstream{off: off, c: m.t.Get(sctx, h.n.path(), off, -1), cancel: cancel}
+		h.rs = &rstream{gen: h.s.gen, off: off, c: m.t.Get(sctx, h.n.path(), off, -1), cancel: cancel}
 	}
 	s := h.rs
 	n := 0

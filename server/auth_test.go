@@ -604,6 +604,8 @@ func TestReadOnlyKeyWritesNothing(t *testing.T) {
 		{"wstat user attribute", reply(tr.Wstat(ctx, "/d/f", zx.Dir{"tag": "x"}))},
 		{"wstat nothing", reply(tr.Wstat(ctx, "/d/f", zx.Dir{}))},
 		{"link", reply(zx.Link(ctx, tr, "/d/f", "/d/hard"))},
+		{"allocate", reply(zx.Allocate(ctx, tr, "/d/f", 0, 0, 1<<20))},
+		{"punch a hole", reply(zx.Allocate(ctx, tr, "/d/f", zx.AllocPunchHole|zx.AllocKeepSize, 0, 2))},
 		{"move", <-tr.Move(ctx, "/d/f", "/d/moved")},
 		{"move onto", <-tr.Move(ctx, "/d/sub/g", "/d/f")},
 		{"remove", <-tr.Remove(ctx, "/d/f")},

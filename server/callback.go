@@ -373,7 +373,7 @@ func (c *conn) notices(req *proto.Request, d zx.Dir) []proto.Event {
 			d = named(req.Path)
 		}
 		return []proto.Event{{Kind: uint8(kind), Dir: d}}
-	case proto.OpWstat:
+	case proto.OpWstat, proto.OpAllocate:
 		if d == nil {
 			d = named(req.Path)
 		}

@@ -82,7 +82,7 @@ func TestCallbackHoldsReply(t *testing.T) {
 	a, b := dial(t, addr), dial(t, addr)
 	bw := ackedWatch(t, b)
 	ta := a.Tree("")
-	for i, op := range []string{"create", "rewrite", "wstat", "move", "remove"} {
+	for i, op := range []string{"create", "rewrite", "wstat", "allocate", "move", "remove"} {
 		done := make(chan error, 1)
 		var notice string
 		switch op {
@@ -92,6 +92,10 @@ func TestCallbackHoldsReply(t *testing.T) {
 			notice = "/f"
 		case "wstat":
 			rc := ta.Wstat(ctx, "/f", zx.Dir{zx.AMode: "0600"})
+			go func() { done <- (<-rc).Err }()
+			notice = "/f"
+		case "allocate":
+			rc := ta.Allocate(ctx, "/f", zx.AllocPunchHole|zx.AllocKeepSize, 0, 2)
 			go func() { done <- (<-rc).Err }()
 			notice = "/f"
 		case "move":

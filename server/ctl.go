@@ -107,6 +107,11 @@ func (c *conn) ctlRequest(ctx context.Context, st *mux.Stream, req *proto.Reques
 		go c.reply(st, f.Put(ctx, req.Dir, req.Off, data), nil)
 	case proto.OpFind, proto.OpFindGet:
 		go c.items(st, f.Find(ctx, zx.FindOpts{Pred: req.Pred, Spref: req.Spref, Dpref: req.Dpref, Depth0: int(req.Depth)}))
+	case proto.OpAllocate:
+		if c.srv.cfg.NoAlloc {
+			return false // answered as an unknown request
+		}
+		go c.fail(st, zx.E(zx.ErrNotSupp, "allocate", ctl.Path, "the control file has no storage"))
 	default:
 		return false
 	}

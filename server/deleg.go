@@ -171,7 +171,7 @@ func scope(req *proto.Request) (deleg.Scope, []string, bool) {
 		return deleg.Walk, []string{req.Path, req.To}, true
 	case proto.OpLink:
 		return deleg.Inside, []string{req.Path, req.To}, true
-	case proto.OpStat, proto.OpGet, proto.OpPut, proto.OpWstat, proto.OpRemove, proto.OpSync:
+	case proto.OpStat, proto.OpGet, proto.OpPut, proto.OpWstat, proto.OpRemove, proto.OpSync, proto.OpAllocate:
 		return deleg.Inside, []string{req.Path}, true
 	}
 	return 0, nil, false

@@ -50,6 +50,7 @@ func TestDelegationRecall(t *testing.T) {
 	ta, tb := a.Tree(""), b.Tree("")
 	mkdir(t, ta, "/d0")
 	mkdir(t, ta, "/d1")
+	mkdir(t, ta, "/d2")
 	mkdir(t, ta, "/other")
 	ra := recalls(t, a, "A")
 	recalls(t, b, "B")
@@ -71,6 +72,10 @@ func TestDelegationRecall(t *testing.T) {
 				size = it.Dir[zx.ASize]
 			}
 			return size, nil
+		}},
+		{"allocate", func() (string, error) {
+			r := <-tb.Allocate(ctx, "/d2/f", zx.AllocKeepSize, 0, 4096)
+			return r.Dir[zx.ASize], r.Err
 		}},
 	} {
 		dir := "/d" + string(rune('0'+i))
@@ -110,7 +115,7 @@ func TestDelegationRecall(t *testing.T) {
 		must(t, <-ec)
 	}
 	st := srv.DelegStats()
-	if st.Recalls != 2 || st.Returned != 2 || st.Held != 0 || st.Revoked != 0 {
+	if st.Recalls != 3 || st.Returned != 3 || st.Held != 0 || st.Revoked != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

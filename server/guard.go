@@ -24,12 +24,13 @@ type guard struct {
 }
 
 var (
-	_ zx.Tree     = (*guard)(nil)
-	_ zx.Finder   = (*guard)(nil)
-	_ zx.Watcher  = (*guard)(nil)
-	_ zx.Linker   = (*guard)(nil)
-	_ zx.StatFSer = (*guard)(nil)
-	_ zx.Syncer   = (*guard)(nil)
+	_ zx.Tree      = (*guard)(nil)
+	_ zx.Finder    = (*guard)(nil)
+	_ zx.Watcher   = (*guard)(nil)
+	_ zx.Linker    = (*guard)(nil)
+	_ zx.StatFSer  = (*guard)(nil)
+	_ zx.Syncer    = (*guard)(nil)
+	_ zx.Allocator = (*guard)(nil)
 )
 
 func (g *guard) refuse(op, path string) error {
@@ -261,6 +262,13 @@ func (g *guard) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Rep
 
 func (g *guard) StatFS(ctx context.Context, path string) <-chan zx.Reply {
 	return zx.StatFS(ctx, g.t, path)
+}
+
+func (g *guard) Allocate(ctx context.Context, path string, mode zx.AllocMode, off, n int64) <-chan zx.Reply {
+	if g.readOnly {
+		return replyErr(g.refuse("allocate", path))
+	}
+	return g.reply(g.ids(ctx), zx.Allocate(ctx, g.t, path, mode, off, n))
 }
 
 // Sync is allowed on a read-only grant: it changes nothing anyone can

@@ -98,6 +98,11 @@ type Config struct {
 	DelegLease time.Duration
 	NoDeleg    bool
 
+	// NoAlloc makes the server behave as one older than the allocate
+	// request: it does not offer proto.FeatureAlloc and answers
+	// OpAllocate as an unknown request. For tests of clients' fallback.
+	NoAlloc bool
+
 	// minCallbackWait, if set, replaces minCallbackWait (tests that
 	// assert every wait is met, on a machine whose load can delay an
 	// acknowledgement past 250ms; see export_test.go).
@@ -139,6 +144,9 @@ func (c Config) withDefaults() Config {
 	}
 	if !c.NoWatchAck && !slices.Contains(c.Mux.Features, proto.FeatureWatchAck) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureWatchAck)
+	}
+	if !c.NoAlloc && !slices.Contains(c.Mux.Features, proto.FeatureAlloc) {
+		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureAlloc)
 	}
 	if !c.NoDeleg && !slices.Contains(c.Mux.Features, proto.FeatureDeleg) {
 		c.Mux.Features = append(slices.Clip(c.Mux.Features), proto.FeatureDeleg)
@@ -600,6 +608,12 @@ func (c *conn) issue(ctx context.Context, st *mux.Stream, req *proto.Request, t 
 			return
 		}
 		go c.status(st, zx.Sync(ctx, t, req.Path), nil, false)
+	case proto.OpAllocate:
+		if c.srv.cfg.NoAlloc {
+			go c.fail(st, zx.E(zx.ErrProtocol, "decode", "", fmt.Sprintf("unknown request %d", req.Op)))
+			return
+		}
+		go c.reply(st, zx.Allocate(ctx, t, req.Path, zx.AllocMode(req.Mode), req.Off, req.Count), brk)
 	case proto.OpRemove:
 		go c.status(st, t.Remove(ctx, req.Path), brk, false)
 	case proto.OpRemoveAll:

@@ -26,6 +26,7 @@ var (
 	_ zx.Linker     = (*Tree)(nil)
 	_ zx.StatFSer   = (*Tree)(nil)
 	_ zx.Syncer     = (*Tree)(nil)
+	_ zx.Allocator  = (*Tree)(nil)
 )
 
 // New returns the subtree of t at prefix; for "/" it returns t itself.
@@ -121,6 +122,11 @@ func (t *Tree) Link(ctx context.Context, oldpath, newpath string) <-chan zx.Repl
 // StatFS implements zx.StatFSer.
 func (t *Tree) StatFS(ctx context.Context, p string) <-chan zx.Reply {
 	return zx.StatFS(ctx, t.T, t.real(p))
+}
+
+// Allocate implements zx.Allocator.
+func (t *Tree) Allocate(ctx context.Context, p string, mode zx.AllocMode, off, n int64) <-chan zx.Reply {
+	return t.reply(zx.Allocate(ctx, t.T, t.real(p), mode, off, n))
 }
 
 // Sync implements zx.Syncer. A sync of the root syncs the whole tree
