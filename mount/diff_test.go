@@ -288,6 +288,16 @@ func randomOp(rng *rand.Rand) (string, func(s *side) result) {
 		return fmt.Sprintf("chmod %s %o", p, mode), func(s *side) result {
 			return res(syscall.Chmod(filepath.Join(s.root, p), mode))
 		}
+	case n < 95:
+		mode := []uint32{0, keepSize, punchHole | keepSize, zeroRange, zeroRange | keepSize}[rng.IntN(5)]
+		off, length := randomOff(rng), []int64{1, 100, 4096, 100000}[rng.IntN(4)]
+		return fmt.Sprintf("fallocate slot %d mode %#x %d at %d", slot, mode, length, off), func(s *side) result {
+			fd, ok := s.fds[slot]
+			if !ok {
+				return result{errno: syscall.EBADF}
+			}
+			return res(unix.Fallocate(fd, mode, off, length))
+		}
 	case n < 97:
 		return "fsync slot " + strconv.Itoa(slot), func(s *side) result {
 			fd, ok := s.fds[slot]
