@@ -59,6 +59,12 @@ func (c *Cache) Status(ctx context.Context) ctl.Section {
 			s.Lines = append(s.Lines, line)
 		}
 	}
+	if ds := c.Delegations(); ds != nil {
+		s.Lines = append(s.Lines, fmt.Sprintf("delegations held %d granted %d refused %d recalls %d", len(ds.Held), ds.Granted, ds.Refused, ds.Recalls))
+		for _, p := range ds.Held {
+			s.Lines = append(s.Lines, "delegated "+p)
+		}
+	}
 	s.Lines = append(s.Lines, c.ctlFlags.Lines()...)
 	return s
 }

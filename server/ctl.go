@@ -53,6 +53,9 @@ func (s *Server) Status(ctx context.Context) ctl.Section {
 	nw, lag := s.cb.counts()
 	sec.Lines = append(sec.Lines, fmt.Sprintf("callbacks watches %d lagging %d breaks %d waits %d lagged %d",
 		nw, lag, s.cb.breaks.Load(), s.cb.waits.Load(), s.cb.lagged.Load()))
+	ds := s.delegs.Stats()
+	sec.Lines = append(sec.Lines, fmt.Sprintf("delegations held %d granted %d refused %d recalls %d returned %d revoked %d",
+		ds.Held, ds.Granted, ds.Refused, ds.Recalls, ds.Returned, ds.Revoked))
 	m := s.Memory()
 	sec.Lines = append(sec.Lines, s.reqs.Line(), fmt.Sprintf("bytes in %d out %d", in, out),
 		fmt.Sprintf("memory used %d peak %d limit %d", m.Used(), m.Peak(), m.Limit()))

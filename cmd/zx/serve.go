@@ -124,6 +124,8 @@ func runServe(args []string) int {
 	keepalive := fs.Duration("keepalive", 15*time.Second, "ping a client silent for this long")
 	peerTimeout := fs.Duration("peer-timeout", 20*time.Second, "close a connection whose client stays silent this long after a ping")
 	writeTimeout := fs.Duration("write-timeout", time.Minute, "close a connection whose client takes no data for this long; 0: never")
+	lease := fs.Duration("delegation-lease", 15*time.Second, "how long a client's delegations outlive its lost connection, or a recall it does not answer: the longest another client waits for it")
+	noDeleg := fs.Bool("no-delegations", false, "grant no delegations (clients' closes then always wait for the server)")
 	rest, code := parseFlags(fs, c, args)
 	if code >= 0 {
 		return code
@@ -133,14 +135,16 @@ func runServe(args []string) int {
 		return usageError(c, "--max-conns, --max-streams, --max-memory and --max-conn-buffer must be positive")
 	case *rate < 0 || *burst < 0 || *idle < 0 || *stall < 0 || *writeTimeout < 0:
 		return usageError(c, "--request-rate, --request-burst, --idle-timeout, --stall-timeout and --write-timeout must not be negative")
-	case *keepalive <= 0 || *peerTimeout <= 0:
-		return usageError(c, "--keepalive and --peer-timeout must be positive")
+	case *keepalive <= 0 || *peerTimeout <= 0 || *lease <= 0:
+		return usageError(c, "--keepalive, --peer-timeout and --delegation-lease must be positive")
 	}
 	cfg := server.Config{
 		MaxConns:     *maxConns,
 		MaxMemory:    maxMemory,
 		RequestRate:  *rate,
 		RequestBurst: *burst,
+		DelegLease:   *lease,
+		NoDeleg:      *noDeleg,
 		Mux: mux.Config{
 			MaxStreams:   *maxStreams,
 			MaxBuffer:    int(min(maxConnBuf, 1<<40)),

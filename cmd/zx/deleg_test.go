@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zxfs/zx/wan"
+)
+
+// ctlNumber returns the number after word in the line of MNT/Ctl that
+// starts with prefix (e.g. "delegations", "revoked"), or -1.
+func ctlNumber(t *testing.T, mnt, prefix, word string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(mnt, "Ctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != prefix {
+			continue
+		}
+		for i := 1; i+1 < len(f); i++ {
+			if f[i] == word {
+				n, err := strconv.Atoi(f[i+1])
+				if err != nil {
+					t.Fatalf("Ctl line %q", l)
+				}
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// TestDelegationHolderKilled: a mount holding a delegation, with changes
+// journaled and not yet on the server (the link stalled), is killed
+// (SIGKILL). Another client's look inside the delegated directory waits
+// for the lease, not for ever: the server revokes the delegation and
+// answers it. The holder's next mount replays its journal, and the other
+// client then reads every byte.
+func TestDelegationHolderKilled(t *testing.T) {
+	canMount(t)
+	srvDir := t.TempDir()
+	addr := serve(t, srvDir, "--delegation-lease", "1s")
+	p, err := wan.Listen("127.0.0.1:0", addr, wan.Config{})
+	must(t, err)
+	defer p.Close()
+	mntA, cdirA, mntB := t.TempDir(), t.TempDir(), t.TempDir()
+	locA := "zx://" + p.Addr() + "/"
+	zxMount(t, "--cache-dir", cdirA, locA, mntA)
+	zxMount(t, "--strict", "zx://"+addr+"/", mntB)
+	must(t, os.WriteFile(filepath.Join(mntA, "first"), nil, 0o644))
+	must(t, os.Mkdir(filepath.Join(mntA, "D"), 0o755))
+	waitFor(t, "the delegation of D", func() bool { return ctlNumber(t, mntA, "delegations", "held") == 1 })
+
+	p.Stall(-1)
+	const files = 5
+	for i := range files {
+		must(t, os.WriteFile(filepath.Join(mntA, fmt.Sprintf("D/f%d", i)), []byte(fmt.Sprintf("file %d, journaled", i)), 0o644))
+	}
+	pid := daemonPid(mntA)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 100 && processAlive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	runZX(t, "", "umount", mntA).want(t, 0, "zx umount of a dead mount")
+
+	// B's look waits for the lease, then gets what the server has.
+	if _, err := os.Stat(filepath.Join(mntB, "D/f0")); !os.IsNotExist(err) {
+		t.Fatalf("B's stat of D/f0 before the holder came back: %v, want ENOENT", err)
+	}
+	if n := ctlNumber(t, mntB, "delegations", "revoked"); n != 1 {
+		t.Fatalf("the server revoked %d delegations, want 1", n)
+	}
+	p.Cut()
+	p.Resume()
+	zxMount(t, "--cache-dir", cdirA, locA, mntA)
+	for i := range files {
+		want := fmt.Sprintf("file %d, journaled", i)
+		if b, err := os.ReadFile(filepath.Join(srvDir, fmt.Sprintf("D/f%d", i))); err != nil || string(b) != want {
+			t.Errorf("D/f%d on the server after the replay: %q %v", i, b, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(mntB, fmt.Sprintf("D/f%d", i))); err != nil || string(b) != want {
+			t.Errorf("D/f%d through B after the replay: %q %v", i, b, err)
+		}
+	}
+}
+
+// waitFor waits until f is true, for at most 10 s.
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !f(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
