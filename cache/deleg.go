@@ -38,7 +38,9 @@ type delegs struct {
 	mu      sync.Mutex
 	held    map[string]*held // by path
 	asking  map[string]bool
-	up      bool // the recalls stream is in place
+	up      bool          // the recalls stream is in place
+	readyc  chan struct{} // closed once it first was (readied)
+	readied bool
 	granted int64
 	refused int64
 	recalls int64
@@ -93,9 +95,32 @@ func (c *Cache) startDelegs() {
 		c.log.Warn("cache: no delegations: "+err.Error(), "journal", c.opts.Journal)
 		return
 	}
-	ds := &delegs{c: c, d: d, owner: owner, held: make(map[string]*held), asking: make(map[string]bool)}
+	ds := &delegs{c: c, d: d, owner: owner, held: make(map[string]*held), asking: make(map[string]bool), readyc: make(chan struct{})}
 	c.dl = ds
+	c.wb.mu.Lock()
+	c.wb.reclaim = ds.reclaim
+	c.wb.mu.Unlock()
 	go ds.loop()
+}
+
+// reclaim asks again for the delegation of p, that journal records of an
+// earlier session were made under, once the recalls stream is up; if
+// granted, the cache holds it while they are replayed.
+func (ds *delegs) reclaim(ctx context.Context, p string) zx.Grant {
+	select {
+	case <-ds.readyc:
+	case <-ctx.Done():
+		return zx.Grant{Err: zx.Errorf("delegate", p, ctx.Err())}
+	}
+	g := <-ds.d.Delegate(ctx, p)
+	if g.Err == nil {
+		ds.mu.Lock()
+		if ds.held[p] == nil {
+			ds.held[p] = &held{}
+		}
+		ds.mu.Unlock()
+	}
+	return g
 }
 
 // loop takes the recalls until the cache closes.
@@ -112,6 +137,10 @@ func (ds *delegs) loop() {
 		case r.Ready:
 			ds.mu.Lock()
 			again := !ds.up
+			if !ds.readied {
+				close(ds.readyc)
+				ds.readied = true
+			}
 			ds.up = true
 			var paths []string
 			for p := range ds.held {
@@ -137,7 +166,9 @@ func (ds *delegs) loop() {
 func (ds *delegs) confirm(p string) {
 	ctx, cancel := context.WithTimeout(ds.c.ctx, time.Minute)
 	defer cancel()
-	if err := <-ds.d.Delegate(ctx, p); err != nil {
+	if g := <-ds.d.Delegate(ctx, p); g.Err != nil || !g.Held {
+		// Revoked meanwhile (or granted anew, which says the same):
+		// what was answered under it is the journal's to check.
 		ds.drop(p)
 	}
 }
@@ -238,9 +269,9 @@ func (c *Cache) Delegate(p string) {
 	}
 	ds.asking[p] = true
 	ds.mu.Unlock()
-	ec := ds.d.Delegate(c.ctx, p)
+	gc := ds.d.Delegate(c.ctx, p)
 	go func() {
-		err := <-ec
+		err := (<-gc).Err
 		ds.mu.Lock()
 		delete(ds.asking, p)
 		if err != nil {
@@ -292,6 +323,24 @@ func (c *Cache) Delegated(p string) (release func(), ok bool) {
 		return nil, false
 	}
 	return h.mu.RUnlock, true
+}
+
+// DelegationOf returns the path of the delegation that covers p, or "".
+func (c *Cache) DelegationOf(p string) string {
+	ds := c.dl
+	if ds == nil {
+		return ""
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for q := p; ; q = zx.Parent(q) {
+		if ds.held[q] != nil {
+			return q
+		}
+		if q == "/" {
+			return ""
+		}
+	}
 }
 
 // DelegStats says what delegations the cache holds and did.

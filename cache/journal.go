@@ -137,6 +137,10 @@ type record struct {
 	// Caller, if set, is the user the record's requests are made for
 	// (a mount shared by several users).
 	Caller *zx.Caller `json:"caller,omitempty"`
+	// Under is the path of the delegation the record was made under
+	// ("" for none): replayed after the delegation may have been
+	// revoked, it is checked against what others changed since.
+	Under string `json:"under,omitempty"`
 
 	seg     *segment // where it is
 	dataOff int64    // where its data starts in the segment's file

@@ -101,7 +101,7 @@ func TestJournalGroupCommit(t *testing.T) {
 	// Acknowledged records are not pending; the committer then syncs
 	// the segment and the directory (the segment is new).
 	for i := range 3 {
-		if err := w.Write(nil, fmt.Sprintf("/f%d", i), whole("data"), []byte("data"), 4); err != nil {
+		if err := w.Write(cache.Origin{}, fmt.Sprintf("/f%d", i), whole("data"), []byte("data"), 4); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,7 +132,7 @@ func TestJournalGroupCommit(t *testing.T) {
 	// commits them before it returns.
 	srv.Close()
 	conn.Close()
-	if err := w.Write(nil, "/g", whole("gone"), []byte("gone"), 4); err != nil {
+	if err := w.Write(cache.Origin{}, "/g", whole("gone"), []byte("gone"), 4); err != nil {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -148,7 +148,7 @@ func TestJournalGroupCommit(t *testing.T) {
 	}
 	// A batch of 40 records costs one fdatasync of the segment.
 	for i := range 40 {
-		if err := w.Write(nil, fmt.Sprintf("/h%d", i), whole("more"), []byte("more"), 4); err != nil {
+		if err := w.Write(cache.Origin{}, fmt.Sprintf("/h%d", i), whole("more"), []byte("more"), 4); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestJournalTorn(t *testing.T) {
 	w := deadWriteBack(t, orig)
 	for _, f := range []string{"a", "bb", "ccc"} {
 		data := strings.Repeat(f, 100)
-		if err := w.Write(nil, "/"+f, whole(data), []byte(data), int64(len(data))); err != nil {
+		if err := w.Write(cache.Origin{}, "/"+f, whole(data), []byte(data), int64(len(data))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,7 +296,7 @@ func TestJournalCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(nil, "/x", whole("x1"), []byte("x1"), 2); err != nil {
+	if err := w.Write(cache.Origin{}, "/x", whole("x1"), []byte("x1"), 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Sync(ctx); err != nil {
@@ -304,7 +304,7 @@ func TestJournalCrash(t *testing.T) {
 	}
 	srv.Close()
 	conn.Close()
-	if err := w.Write(nil, "/y", whole("y1"), []byte("y1"), 2); err != nil {
+	if err := w.Write(cache.Origin{}, "/y", whole("y1"), []byte("y1"), 2); err != nil {
 		t.Fatal(err)
 	}
 	// The crash: w is abandoned, its records in the page cache only.
@@ -321,7 +321,7 @@ func TestJournalCrash(t *testing.T) {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
 	zxtest.CheckTree(t, fs2, "/", "/y:y1")
-	if err := w2.Write(nil, "/z", whole("z1"), []byte("z1"), 2); err != nil {
+	if err := w2.Write(cache.Origin{}, "/z", whole("z1"), []byte("z1"), 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := w2.Sync(ctx); err != nil {
@@ -331,7 +331,7 @@ func TestJournalCrash(t *testing.T) {
 	// A record cut off from the server, then a second crash.
 	w2.Close()
 	w3 := deadWriteBack(t, dir)
-	if err := w3.Write(nil, "/w", whole("w1"), []byte("w1"), 2); err != nil {
+	if err := w3.Write(cache.Origin{}, "/w", whole("w1"), []byte("w1"), 2); err != nil {
 		t.Fatal(err)
 	}
 	if p := pending(t, dir); !slices.Equal(p, []string{"/w"}) {
@@ -368,7 +368,7 @@ func TestJournalSegments(t *testing.T) {
 	maxSegs := 0
 	for i := range 8 {
 		p := fmt.Sprintf("/big%d", i)
-		if err := w.Write(nil, p, whole(string(data)), data, int64(len(data))); err != nil {
+		if err := w.Write(cache.Origin{}, p, whole(string(data)), data, int64(len(data))); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Sync(ctx); err != nil {

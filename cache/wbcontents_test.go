@@ -47,7 +47,7 @@ func TestWriteBackContents(t *testing.T) {
 	wb := c.WriteBack()
 	write := func(path string, ops []cache.Op, data string, size int64) {
 		t.Helper()
-		if err := wb.Write(nil, path, ops, []byte(data), size); err != nil {
+		if err := wb.Write(cache.Origin{}, path, ops, []byte(data), size); err != nil {
 			t.Fatal(err)
 		}
 	}

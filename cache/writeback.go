@@ -61,12 +61,25 @@ type WriteBack struct {
 	// what a record of writes in place applies to.
 	base func(p string) ([]byte, bool)
 
+	// reclaim, if set (by the cache, with delegations), asks the
+	// server again for the delegation of a path that records of an
+	// earlier session were made under: see Replay.
+	reclaim func(ctx context.Context, p string) zx.Grant
+
 	// emu guards ents, the entries Entry answers with (pp.d with
 	// pp.size, for the paths that have both), published under mu
 	// too: emu is a leaf lock, so that the cache may ask with its own
 	// lock held (see Lock order above).
 	emu  sync.Mutex
 	ents map[string]zx.Dir
+}
+
+// Origin says how a record was made: for which user (Caller, nil for
+// the tree's default user; a mount shared by several users), and under
+// which delegation (Under, "" for none: see Replay).
+type Origin struct {
+	Caller *zx.Caller
+	Under  string
 }
 
 // writeBackKey marks the context of a record's requests, for the cache
@@ -176,8 +189,31 @@ func (w *WriteBack) Replay(ctx context.Context) (int, error) {
 		w.add(wr)
 		ws = append(ws, wr)
 	}
+	reclaim := w.reclaim
 	w.mu.Unlock()
+	// Records made under a delegation are applied as they are only if
+	// nobody else changed what they change since: the delegation is
+	// still ours, or the server says what others changed after it
+	// revoked it. Otherwise they are kept as conflicts.
+	grants := make(map[string]zx.Grant)
 	for _, wr := range ws {
+		u := wr.r.Under
+		if _, ok := grants[u]; u == "" || ok {
+			continue
+		}
+		if reclaim == nil {
+			grants[u] = zx.Grant{Err: zx.E(zx.ErrNotSupp, "delegate", u, "no delegations")}
+		} else {
+			grants[u] = reclaim(ctx, u)
+		}
+	}
+	for _, wr := range ws {
+		if u := wr.r.Under; u != "" && overtaken(wr.r, grants[u]) {
+			w.log.Warn("cache: a journaled change may have been overtaken on the server; kept as a conflict", "path", wr.r.Path, "delegation", u)
+			w.setAside(wr, zx.E(zx.ErrBusy, "replay", wr.r.Path,
+				"the delegation of "+u+" it was made under was revoked, and another client may have changed it since; not applied over that"))
+			continue
+		}
 		w.log.Info("cache: replaying write-back record", "path", wr.r.Path, "seq", wr.r.Seq)
 		w.issue(wr, false)
 	}
@@ -212,6 +248,42 @@ func (w *WriteBack) Replay(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// overtaken reports whether the record r, made under a delegation that
+// Replay asked for again and got g, may have been overtaken by another
+// client's change: unless the delegation is still held, or the server
+// tells what others changed since it revoked it and none of it concerns
+// r, it may.
+func overtaken(r *record, g zx.Grant) bool {
+	switch {
+	case g.Held:
+		return false
+	case !g.Revoked || g.All:
+		return true // forgotten (a restart), or too much changed to tell
+	}
+	paths := []string{r.Path}
+	if r.Change != nil && r.Change.To != "" {
+		paths = append(paths, r.Change.To)
+	}
+	for _, q := range g.Touched {
+		for _, p := range paths {
+			if zx.Overlaps(p, q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setAside settles wr as refused with err without sending it: it is kept
+// as a conflict (see finish).
+func (w *WriteBack) setAside(wr *wbRec, err error) {
+	w.mu.Lock()
+	wr.active, wr.settled = true, make(chan struct{})
+	wr.tries++
+	w.mu.Unlock()
+	w.finish(wr, zx.Reply{Err: err})
+}
+
 // add registers wr. w.mu is held.
 func (w *WriteBack) add(wr *wbRec) {
 	w.recs[wr.r.Seq] = wr
@@ -244,13 +316,13 @@ func (w *WriteBack) publish(p string, pp *wbPath) {
 
 // Write journals the writes ops (with their data, concatenated) to the
 // file at p, whose size is size once they are applied, and issues them,
-// made for caller (nil: the tree's default user).
+// made as o says.
 // When it returns nil the writes survive a crash of the client, and they
 // are ordered before any request issued on the tree after it.
-func (w *WriteBack) Write(caller *zx.Caller, p string, ops []Op, data []byte, size int64) error {
+func (w *WriteBack) Write(o Origin, p string, ops []Op, data []byte, size int64) error {
 	w.mu.Lock()
 	w.seq++
-	r := &record{Seq: w.seq, Path: p, Ops: ops, Caller: caller}
+	r := &record{Seq: w.seq, Path: p, Ops: ops, Caller: o.Caller, Under: o.Under}
 	w.mu.Unlock()
 	// Journaling under no lock: records are written in parallel; their
 	// issue order is their seq order only per handle, which is what
@@ -281,10 +353,10 @@ func (w *WriteBack) Write(caller *zx.Caller, p string, ops []Op, data []byte, si
 // after its directory. The channel receives the change's outcome once it
 // is settled: applied, or refused (then it is also a Conflict); not while
 // it waits in the journal for the server.
-func (w *WriteBack) Change(caller *zx.Caller, p string, c Change) (<-chan zx.Reply, error) {
+func (w *WriteBack) Change(o Origin, p string, c Change) (<-chan zx.Reply, error) {
 	w.mu.Lock()
 	w.seq++
-	r := &record{Seq: w.seq, Path: p, Change: &c, Caller: caller}
+	r := &record{Seq: w.seq, Path: p, Change: &c, Caller: o.Caller, Under: o.Under}
 	w.mu.Unlock()
 	if err := w.j.write(r, nil); err != nil {
 		return nil, err

@@ -90,8 +90,57 @@ func (t *Tree) Recalls(ctx context.Context, owner string) <-chan zx.Recall {
 }
 
 // Delegate implements zx.Delegator.
-func (t *Tree) Delegate(ctx context.Context, path string) <-chan error {
-	return t.delegReq(ctx, proto.OpDelegate, path)
+func (t *Tree) Delegate(ctx context.Context, path string) <-chan zx.Grant {
+	gc := make(chan zx.Grant, 1)
+	if ok, err := t.c.offers(ctx, proto.FeatureDeleg); err != nil || !ok {
+		if err == nil {
+			err = zx.E(zx.ErrNotSupp, "delegate", path, "the server grants no delegations")
+		}
+		gc <- zx.Grant{Err: err}
+		return gc
+	}
+	req := &proto.Request{Op: proto.OpDelegate, Tree: t.name, Path: path}
+	p, st, err := t.begin(ctx, req, 0, retryFor(req))
+	if err != nil {
+		gc <- zx.Grant{Err: err}
+		return gc
+	}
+	go func() {
+		defer t.c.finish(p)
+		var g zx.Grant
+		for {
+			m, err := st.Recv(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if st2, err2 := t.c.resume(ctx, p, err); err2 == nil {
+					st = st2
+					continue
+				} else {
+					err = err2
+				}
+				g.Err = zx.Errorf("delegate", path, err)
+				break
+			}
+			switch m.Type {
+			case proto.FErr:
+				g.Err = replyErr("delegate", path, m)
+			case proto.FData:
+				pg, perr := proto.ParseGrant(m.Data)
+				if perr != nil {
+					g.Err = zx.Errorf("delegate", path, perr)
+					break
+				}
+				g.Held, g.Revoked, g.All, g.Touched = pg.Held, pg.Revoked, pg.All, pg.Touched
+				if pg.Refused {
+					g.Err = zx.E(zx.ErrBusy, "delegate", path, "another client holds it or used it lately")
+				}
+			}
+		}
+		gc <- g
+	}()
+	return gc
 }
 
 // Return implements zx.Delegator.

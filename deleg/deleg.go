@@ -82,6 +82,24 @@ type Stats struct {
 	Revoked  int64 // delegations taken back for want of an answer
 }
 
+// Revocation is what a table keeps of a delegation it revoked, for its
+// owner to learn when it comes back (Grant): the paths other owners
+// changed under it since (Touched), or All when there were too many to
+// keep.
+type Revocation struct {
+	Tree, Path, Owner string
+	At                time.Time
+	Touched           map[string]bool
+	All               bool
+}
+
+// maxRevoked bounds the revocations kept; the oldest goes first.
+// maxTouched bounds the paths kept for one revocation: past it, All.
+const (
+	maxRevoked = 1024
+	maxTouched = 1000
+)
+
 // Table holds a server's delegations. It is safe for concurrent use.
 type Table struct {
 	cfg Config
@@ -91,6 +109,7 @@ type Table struct {
 	holders map[string]Holder    // by owner, while its connection is up
 	cool    map[string]time.Time // tree+"\x00"+path: not delegated again before
 	timers  map[*Deleg]*time.Timer
+	revoked []*Revocation // oldest first
 	st      Stats
 }
 
@@ -178,14 +197,19 @@ func (t *Table) armLocked(d *Deleg) {
 // recalled for another owner less than the cooldown ago. A delegation
 // the owner already holds on path or above it covers path: Grant
 // reports true and makes none.
-func (t *Table) Grant(tree, path, owner string, h Holder) bool {
+//
+// It also returns what it kept of the owner's revoked delegations on
+// path or below it (nil if none), which it then forgets if the grant was
+// made, and whether the owner held the delegation already.
+func (t *Table) Grant(tree, path, owner string, h Holder) (ok, held bool, rv *Revocation) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	rv = t.revocationLocked(tree, path, owner)
 	now := t.cfg.Now()
 	if until, ok := t.cool[tree+"\x00"+path]; ok {
 		if now.Before(until) {
 			t.st.Refused++
-			return false
+			return false, false, rv
 		}
 		delete(t.cool, tree+"\x00"+path)
 	}
@@ -195,12 +219,13 @@ func (t *Table) Grant(tree, path, owner string, h Holder) bool {
 		}
 		if d.Owner != owner {
 			t.st.Refused++
-			return false
+			return false, false, rv
 		}
 		if d.recalled.IsZero() && (d.Path == path || zx.HasPrefix(path, d.Path)) {
-			return true
+			return true, true, nil
 		}
 	}
+	t.forgetRevocationsLocked(tree, path, owner)
 	t.holders[owner] = h
 	d := &Deleg{Tree: tree, Path: path, Owner: owner, holder: h, done: make(chan struct{})}
 	if t.byTree[tree] == nil {
@@ -208,7 +233,70 @@ func (t *Table) Grant(tree, path, owner string, h Holder) bool {
 	}
 	t.byTree[tree][d] = struct{}{}
 	t.st.Granted++
-	return true
+	return true, false, rv
+}
+
+// revocationLocked merges the owner's revocations on path or below it
+// into one (nil if none). t.mu is held.
+func (t *Table) revocationLocked(tree, path, owner string) *Revocation {
+	var out *Revocation
+	for _, r := range t.revoked {
+		if r.Tree != tree || r.Owner != owner || !(r.Path == path || zx.HasPrefix(r.Path, path)) {
+			continue
+		}
+		if out == nil {
+			out = &Revocation{Tree: tree, Path: path, Owner: owner, At: r.At, Touched: make(map[string]bool)}
+		}
+		out.All = out.All || r.All
+		for p := range r.Touched {
+			out.Touched[p] = true
+		}
+	}
+	return out
+}
+
+// forgetRevocationsLocked drops the owner's revocations on path or
+// below it: it is told of them. t.mu is held.
+func (t *Table) forgetRevocationsLocked(tree, path, owner string) {
+	keep := t.revoked[:0]
+	for _, r := range t.revoked {
+		if r.Tree == tree && r.Owner == owner && (r.Path == path || zx.HasPrefix(r.Path, path)) {
+			continue
+		}
+		keep = append(keep, r)
+	}
+	clear(t.revoked[len(keep):])
+	t.revoked = keep
+}
+
+// Touch notes that a request of an owner (other than the revoked
+// delegations' owners) changed paths of tree: revocations that cover
+// them keep them, for their owners to learn.
+func (t *Table) Touch(tree, owner string, paths ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.revoked {
+		if r.Tree != tree || r.Owner == owner || r.All {
+			continue
+		}
+		for _, p := range paths {
+			if p == r.Path || zx.HasPrefix(p, r.Path) || zx.HasPrefix(r.Path, p) {
+				if len(r.Touched) >= maxTouched {
+					r.All, r.Touched = true, nil
+					break
+				}
+				r.Touched[p] = true
+			}
+		}
+	}
+}
+
+// Revocations reports whether the table keeps any revocation (so that
+// a server need not call Touch for every write when it keeps none).
+func (t *Table) Revocations() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.revoked) > 0
 }
 
 // Conflicts returns the delegations of owners other than owner that a
@@ -315,6 +403,11 @@ func (t *Table) revoke(d *Deleg) {
 	if t.endLocked(d) {
 		d.revoked = true
 		t.st.Revoked++
+		if len(t.revoked) >= maxRevoked {
+			t.revoked[0] = nil
+			t.revoked = t.revoked[1:]
+		}
+		t.revoked = append(t.revoked, &Revocation{Tree: d.Tree, Path: d.Path, Owner: d.Owner, At: t.cfg.Now(), Touched: make(map[string]bool)})
 	}
 }
 

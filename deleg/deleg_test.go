@@ -36,21 +36,21 @@ func waitDone(t *testing.T, d *Deleg) {
 func TestGrantConflicts(t *testing.T) {
 	tb := New(Config{})
 	a, b := newHolder(), newHolder()
-	if !tb.Grant("main", "/d", "A", a) {
+	if !g(tb, "main", "/d", "A", a) {
 		t.Fatal("first grant refused")
 	}
-	if !tb.Grant("main", "/d/x", "A", a) {
+	if !g(tb, "main", "/d/x", "A", a) {
 		t.Fatal("a path under the owner's own delegation refused")
 	}
 	if n := tb.Stats().Held; n != 1 {
 		t.Fatalf("%d held, want 1: /d covers /d/x", n)
 	}
 	for _, p := range []string{"/d", "/d/y", "/"} {
-		if tb.Grant("main", p, "B", b) {
+		if g(tb, "main", p, "B", b) {
 			t.Errorf("grant of %s to B over A's /d", p)
 		}
 	}
-	if !tb.Grant("other", "/d", "B", b) || !tb.Grant("main", "/e", "B", b) {
+	if !g(tb, "other", "/d", "B", b) || !g(tb, "main", "/e", "B", b) {
 		t.Fatal("grants that overlap nothing refused")
 	}
 	for _, c := range []struct {
@@ -77,7 +77,7 @@ func TestGrantConflicts(t *testing.T) {
 func TestRecallReturn(t *testing.T) {
 	tb := New(Config{Cooldown: time.Hour})
 	a := newHolder()
-	tb.Grant("main", "/d", "A", a)
+	g(tb, "main", "/d", "A", a)
 	ds := tb.Conflicts("main", "B", Inside, "/d/f")
 	done := make(chan error, 1)
 	go func() { done <- tb.Recall(context.Background(), ds) }()
@@ -101,7 +101,7 @@ func TestRecallReturn(t *testing.T) {
 		t.Fatalf("after return: revoked %v, %+v", tb.Revoked(d), tb.Stats())
 	}
 	// Recalled for another owner: not granted again during the cooldown.
-	if tb.Grant("main", "/d", "A", a) {
+	if g(tb, "main", "/d", "A", a) {
 		t.Fatal("granted again at once after a recall")
 	}
 }
@@ -109,8 +109,8 @@ func TestRecallReturn(t *testing.T) {
 func TestLeaseRevokes(t *testing.T) {
 	tb := New(Config{Lease: 50 * time.Millisecond})
 	a := newHolder()
-	tb.Grant("main", "/d", "A", a)
-	tb.Grant("main", "/e", "A", a)
+	g(tb, "main", "/d", "A", a)
+	g(tb, "main", "/e", "A", a)
 	tb.Detach("A", a)
 	ds := tb.Conflicts("main", "B", Inside, "/d")
 	if err := tb.Recall(context.Background(), ds); err != nil {
@@ -137,7 +137,7 @@ func TestLeaseRevokes(t *testing.T) {
 func TestReattachKeeps(t *testing.T) {
 	tb := New(Config{Lease: 200 * time.Millisecond})
 	a1, a2 := newHolder(), newHolder()
-	tb.Grant("main", "/d", "A", a1)
+	g(tb, "main", "/d", "A", a1)
 	tb.Detach("A", a1)
 	tb.Attach("A", a2) // back within the lease
 	time.Sleep(400 * time.Millisecond)
@@ -157,7 +157,7 @@ func TestReattachKeeps(t *testing.T) {
 func TestUnansweredRecallRevokes(t *testing.T) {
 	tb := New(Config{Lease: 50 * time.Millisecond})
 	a := newHolder()
-	tb.Grant("main", "/d", "A", a)
+	g(tb, "main", "/d", "A", a)
 	ds := tb.Conflicts("main", "B", Walk, "/")
 	if err := tb.Recall(context.Background(), ds); err != nil {
 		t.Fatal(err)
@@ -167,5 +167,37 @@ func TestUnansweredRecallRevokes(t *testing.T) {
 	}
 	if tb.Returning("main", "/d", "A") != nil {
 		t.Fatal("a revoked delegation can be returned")
+	}
+}
+
+func g(tb *Table, tree, p, owner string, h Holder) bool {
+	ok, _, _ := tb.Grant(tree, p, owner, h)
+	return ok
+}
+
+// TestRevocationTouched: the owner of a revoked delegation learns, when
+// it asks again, what others changed under it since, once.
+func TestRevocationTouched(t *testing.T) {
+	tb := New(Config{Lease: 20 * time.Millisecond, Cooldown: time.Millisecond})
+	a := newHolder()
+	g(tb, "main", "/d", "A", a)
+	tb.Detach("A", a)
+	ds := tb.Conflicts("main", "B", Inside, "/d/x")
+	if err := tb.Recall(context.Background(), ds); err != nil || !tb.Revoked(ds[0]) {
+		t.Fatalf("not revoked: %v", err)
+	}
+	tb.Touch("main", "B", "/d/x")
+	tb.Touch("main", "B", "/elsewhere")
+	tb.Touch("main", "A", "/d/own")  // the owner's own
+	time.Sleep(5 * time.Millisecond) // past the cooldown
+	ok, held, rv := tb.Grant("main", "/d", "A", a)
+	if !ok || held || rv == nil || rv.All || len(rv.Touched) != 1 || !rv.Touched["/d/x"] {
+		t.Fatalf("Grant = %v %v %+v, want granted again with /d/x touched", ok, held, rv)
+	}
+	if _, held, rv := tb.Grant("main", "/d", "A", a); !held || rv != nil {
+		t.Fatalf("second Grant: held %v %+v", held, rv)
+	}
+	if tb.Revocations() {
+		t.Fatal("the revocation is kept after its owner was told")
 	}
 }

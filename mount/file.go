@@ -761,7 +761,7 @@ func (h *handle) writeBack(ctx context.Context, p string) syscall.Errno {
 			data = append(data, op.data...)
 		}
 	}
-	if err := m.wb.Write(callerOf(ctx), p, ops, data, h.s.size); err != nil {
+	if err := m.wb.Write(m.origin(ctx, p), p, ops, data, h.s.size); err != nil {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return syscall.EIO
 	}
@@ -805,7 +805,7 @@ func (n *node) truncateBack(ctx context.Context, size int64) bool {
 	if _, pending := m.wb.PendingSize(p); !pending || d == nil || d.Type() != zx.TypeFile {
 		return false
 	}
-	if err := m.wb.Write(callerOf(ctx), p, []cache.Op{{Off: size, Trunc: true}}, nil, size); err != nil {
+	if err := m.wb.Write(m.origin(ctx, p), p, []cache.Op{{Off: size, Trunc: true}}, nil, size); err != nil {
 		m.log.Error("mount: write-back journal", "path", p, "err", err)
 		return false
 	}

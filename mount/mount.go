@@ -255,6 +255,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 type delegator interface {
 	Delegate(p string)
 	Delegated(p string) (release func(), ok bool)
+	DelegationOf(p string) string
 	Delegating(p string) bool
 	SetOnDelegationLost(f func(p string))
 }

@@ -250,7 +250,7 @@ func (m *FS) Surprises() int64 { return m.surprises.Load() }
 // the tree under ctx.
 func (m *FS) changeAhead(ctx context.Context, p string, c cache.Change) <-chan zx.Reply {
 	if m.wb != nil {
-		rc, err := m.wb.Change(callerOf(ctx), p, c)
+		rc, err := m.wb.Change(m.origin(ctx, p), p, c)
 		if err == nil {
 			return rc
 		}
@@ -285,6 +285,16 @@ func replyOf(ec <-chan error) <-chan zx.Reply {
 	c := make(chan zx.Reply, 1)
 	go func() { c <- zx.Reply{Err: <-ec} }()
 	return c
+}
+
+// origin says how a journal record of a change of p is made: for whom,
+// and under which delegation.
+func (m *FS) origin(ctx context.Context, p string) cache.Origin {
+	o := cache.Origin{Caller: callerOf(ctx)}
+	if m.dl != nil {
+		o.Under = m.dl.DelegationOf(p)
+	}
+	return o
 }
 
 // callerOf returns the user a request is made for: the caller of the

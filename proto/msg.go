@@ -611,3 +611,70 @@ func ParseWindow(b []byte) (uint32, error) {
 	}
 	return v, nil
 }
+
+// Grant is the reply to a delegate request (OpDelegate): the payload of
+// its DATA message. An empty payload is a plain grant.
+type Grant struct {
+	Refused bool     // not granted: another client holds it, or used it lately
+	Held    bool     // the owner held it already
+	Revoked bool     // the owner held it until it was revoked; since then:
+	All     bool     //   others changed under it, beyond what can be told
+	Touched []string //   the paths others changed under it
+}
+
+const (
+	grantRefused = 1 << iota
+	grantHeld
+	grantRevoked
+	grantAll
+)
+
+// AppendGrant appends the encoding of g: a flags byte (1 refused, 2
+// held, 4 revoked, 8 all), then a count and the touched paths; nothing
+// for a plain grant.
+func AppendGrant(b []byte, g *Grant) []byte {
+	var flags byte
+	for _, f := range []struct {
+		on  bool
+		bit byte
+	}{{g.Refused, grantRefused}, {g.Held, grantHeld}, {g.Revoked, grantRevoked}, {g.All, grantAll}} {
+		if f.on {
+			flags |= f.bit
+		}
+	}
+	if flags == 0 && len(g.Touched) == 0 {
+		return b
+	}
+	e := encoder{append(b, flags)}
+	e.uvarint(uint64(len(g.Touched)))
+	for _, p := range g.Touched {
+		e.str(p)
+	}
+	return e.b
+}
+
+// ParseGrant decodes a delegate reply's payload.
+func ParseGrant(b []byte) (*Grant, error) {
+	g := &Grant{}
+	if len(b) == 0 {
+		return g, nil
+	}
+	d := decoder{b: b}
+	flags := d.byte1()
+	if flags&^(grantRefused|grantHeld|grantRevoked|grantAll) != 0 {
+		d.fail("unknown grant flags")
+	}
+	g.Refused, g.Held = flags&grantRefused != 0, flags&grantHeld != 0
+	g.Revoked, g.All = flags&grantRevoked != 0, flags&grantAll != 0
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(b)) {
+		d.fail("too many paths")
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		g.Touched = append(g.Touched, d.str())
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

@@ -512,3 +512,24 @@ func TestEventRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestGrantRoundTrip(t *testing.T) {
+	for _, g := range []Grant{
+		{},
+		{Refused: true},
+		{Held: true},
+		{Revoked: true, Touched: []string{"/d/x", "/d/ünï"}},
+		{Revoked: true, All: true},
+	} {
+		b := AppendGrant(nil, &g)
+		got, err := ParseGrant(b)
+		if err != nil || !reflect.DeepEqual(*got, g) {
+			t.Errorf("%+v: % x -> %+v %v", g, b, got, err)
+		}
+	}
+	for _, b := range [][]byte{{0x10, 0}, {4, 5, 1, 'x'}, {4, 1}, {4, 0, 0}} {
+		if g, err := ParseGrant(b); !errors.Is(err, zx.ErrProtocol) {
+			t.Errorf("ParseGrant(% x) = %+v %v, want ErrProtocol", b, g, err)
+		}
+	}
+}

@@ -111,9 +111,10 @@ func (c *conn) holder(tree string) *recallHolder {
 	return c.holders[tree]
 }
 
-// delegate answers a request for a delegation of p: granted (an empty
-// DATA), or refused (ERR of kind busy). Other clients' acknowledged
-// watches on p drop what they cached of it before the grant is answered.
+// delegate answers a request for a delegation of p with a proto.Grant:
+// granted, held already, or refused, with what the owner should know of
+// its delegations there that were revoked. Other clients' acknowledged
+// watches on p drop what they cached of it before a grant is answered.
 func (c *conn) delegate(ctx context.Context, st *mux.Stream, tree string, req *proto.Request, t zx.Tree) {
 	defer c.done(st)
 	h := c.holder(tree)
@@ -123,15 +124,28 @@ func (c *conn) delegate(ctx context.Context, st *mux.Stream, tree string, req *p
 		err = zx.E(zx.ErrInvalid, "delegate", req.Path, "open a recalls stream for the tree first")
 	case isReadOnly(t):
 		err = zx.E(zx.ErrReadOnly, "delegate", req.Path, "read-only access: nothing to delegate")
-	case !c.srv.delegs.Grant(tree, req.Path, h.owner, h):
-		err = zx.E(zx.ErrBusy, "delegate", req.Path, "another client holds or recently used it")
 	}
 	if err != nil {
 		st.Send(ctx, proto.FErr, proto.AppendError(nil, err), true)
 		return
 	}
-	c.breakCallbacks(ctx, tree, &proto.Request{Op: proto.OpWstat, Path: req.Path}, nil)
-	st.Send(ctx, proto.FData, nil, true)
+	ok, held, rv := c.srv.delegs.Grant(tree, req.Path, h.owner, h)
+	g := proto.Grant{Refused: !ok, Held: held}
+	if rv != nil {
+		g.Revoked, g.All = true, rv.All
+		size := 0
+		for p := range rv.Touched {
+			if size += len(p) + 4; size > proto.MaxPayload/2 {
+				g.All, g.Touched = true, nil
+				break
+			}
+			g.Touched = append(g.Touched, p)
+		}
+	}
+	if ok && !held {
+		c.breakCallbacks(ctx, tree, &proto.Request{Op: proto.OpWstat, Path: req.Path}, nil)
+	}
+	st.Send(ctx, proto.FData, proto.AppendGrant(nil, &g), true)
 }
 
 // giveBack answers the return of the delegation of p: once the tree has
@@ -199,6 +213,10 @@ func (c *conn) hold(ctx context.Context, tree string, req *proto.Request, issue 
 	}
 	ds := c.srv.delegs.Conflicts(tree, owner, s, paths...)
 	write := writes(req)
+	if write && c.srv.delegs.Revocations() {
+		// Kept for the owners of revoked delegations there.
+		c.srv.delegs.Touch(tree, owner, paths...)
+	}
 	c.mu.Lock()
 	var before []*heldReq
 	for _, hr := range c.held {

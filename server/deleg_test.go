@@ -79,8 +79,8 @@ func TestDelegationRecall(t *testing.T) {
 		}},
 	} {
 		dir := "/d" + string(rune('0'+i))
-		must(t, <-ta.Delegate(ctx, dir))
-		if err := <-tb.Delegate(ctx, dir+"/x"); !errors.Is(err, zx.ErrBusy) {
+		must(t, (<-ta.Delegate(ctx, dir)).Err)
+		if err := (<-tb.Delegate(ctx, dir+"/x")).Err; !errors.Is(err, zx.ErrBusy) {
 			t.Fatalf("B's delegation inside A's: %v, want busy", err)
 		}
 		name := dir + "/f"
@@ -129,7 +129,7 @@ func TestDelegationLease(t *testing.T) {
 	ta, tb := a.Tree(""), b.Tree("")
 	mkdir(t, ta, "/d")
 	recalls(t, a, "A")
-	must(t, <-ta.Delegate(ctx, "/d"))
+	must(t, (<-ta.Delegate(ctx, "/d")).Err)
 	a.Close()
 	if _, err := zx.Stat(ctx, tb, "/d"); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestDelegationOldServer(t *testing.T) {
 	if ok, err := c.Delegates(ctx); ok || err != nil {
 		t.Fatalf("Delegates: %v %v", ok, err)
 	}
-	if err := <-c.Tree("").Delegate(ctx, "/"); !errors.Is(err, zx.ErrNotSupp) {
+	if err := (<-c.Tree("").Delegate(ctx, "/")).Err; !errors.Is(err, zx.ErrNotSupp) {
 		t.Fatalf("Delegate: %v", err)
 	}
 	r := <-c.Tree("").Recalls(ctx, "A")

@@ -45,11 +45,28 @@ func (t *Tree) Recalls(ctx context.Context, owner string) <-chan zx.Recall {
 }
 
 // Delegate implements zx.Delegator.
-func (t *Tree) Delegate(ctx context.Context, p string) <-chan error {
-	if d, ok := t.T.(zx.Delegator); ok {
-		return d.Delegate(ctx, t.real(p))
+func (t *Tree) Delegate(ctx context.Context, p string) <-chan zx.Grant {
+	out := make(chan zx.Grant, 1)
+	d, ok := t.T.(zx.Delegator)
+	if !ok {
+		out <- zx.Grant{Err: <-notSupp("delegate", p)}
+		return out
 	}
-	return notSupp("delegate", p)
+	in := d.Delegate(ctx, t.real(p))
+	go func() {
+		g := <-in
+		var touched []string
+		for _, q := range g.Touched {
+			if q == t.Prefix || zx.HasPrefix(q, t.Prefix) {
+				touched = append(touched, t.back(q))
+			} else if zx.HasPrefix(t.Prefix, q) {
+				touched = append(touched, "/")
+			}
+		}
+		g.Touched = touched
+		out <- g
+	}()
+	return out
 }
 
 // Return implements zx.Delegator.

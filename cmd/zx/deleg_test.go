@@ -43,8 +43,10 @@ func ctlNumber(t *testing.T, mnt, prefix, word string) int {
 // journaled and not yet on the server (the link stalled), is killed
 // (SIGKILL). Another client's look inside the delegated directory waits
 // for the lease, not for ever: the server revokes the delegation and
-// answers it. The holder's next mount replays its journal, and the other
-// client then reads every byte.
+// answers it; then the other client writes one of the files. The holder's
+// next mount replays its journal: every file the other client did not
+// touch is the holder's, byte for byte; the one it wrote keeps the other
+// client's version, and the holder's is kept as a conflict copy, listed.
 func TestDelegationHolderKilled(t *testing.T) {
 	canMount(t)
 	srvDir := t.TempDir()
@@ -79,17 +81,33 @@ func TestDelegationHolderKilled(t *testing.T) {
 	if n := ctlNumber(t, mntB, "delegations", "revoked"); n != 1 {
 		t.Fatalf("the server revoked %d delegations, want 1", n)
 	}
+	// Meanwhile B writes one of the files the holder had written.
+	must(t, os.WriteFile(filepath.Join(mntB, "D/f1"), []byte("B's version"), 0o644))
 	p.Cut()
 	p.Resume()
 	zxMount(t, "--cache-dir", cdirA, locA, mntA)
 	for i := range files {
 		want := fmt.Sprintf("file %d, journaled", i)
+		if i == 1 {
+			want = "B's version" // not overwritten by the replay
+		}
 		if b, err := os.ReadFile(filepath.Join(srvDir, fmt.Sprintf("D/f%d", i))); err != nil || string(b) != want {
-			t.Errorf("D/f%d on the server after the replay: %q %v", i, b, err)
+			t.Errorf("D/f%d on the server after the replay: %q %v, want %q", i, b, err, want)
 		}
 		if b, err := os.ReadFile(filepath.Join(mntB, fmt.Sprintf("D/f%d", i))); err != nil || string(b) != want {
 			t.Errorf("D/f%d through B after the replay: %q %v", i, b, err)
 		}
+	}
+	// The holder's version of f1 is kept beside it, and listed.
+	copies, _ := filepath.Glob(filepath.Join(srvDir, "D/f1.zx-conflict-*"))
+	if len(copies) != 1 {
+		t.Fatalf("conflict copies of D/f1: %v, want one", copies)
+	}
+	if b, _ := os.ReadFile(copies[0]); string(b) != "file 1, journaled" {
+		t.Errorf("the conflict copy holds %q", b)
+	}
+	if r := runZX(t, "", "conflicts", mntA).want(t, 0, "zx conflicts"); !strings.Contains(r.stdout, "/D/f1") || strings.Contains(r.stdout, "/D/f0") {
+		t.Errorf("zx conflicts says:\n%s", r.stdout)
 	}
 }
 
