@@ -220,43 +220,37 @@ func (s *Server) Close() error {
 }
 
 // KillTree kills pid and every process descended from it, by id, with
-// SIGKILL. The tree is read from /proc first: sshd's sessions call
-// setsid, so a signal to a process group would miss them.
+// SIGKILL. The tree is read first, from the kernel's lists of children
+// (/proc/PID/task/TID/children): sshd's sessions call setsid, so a signal
+// to a process group would miss them; and reading every process's stat
+// instead would hang behind any process on the machine stuck on a FUSE
+// mount.
 func KillTree(pid int) {
 	if pid <= 0 {
 		return
 	}
 	pids := []int{pid}
-	children := make(map[int][]int)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
 	for i := 0; i < len(pids); i++ {
-		pids = append(pids, children[pids[i]]...)
+		pids = append(pids, Children(pids[i])...)
 	}
 	for _, p := range pids {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
+}
+
+// Children returns the processes whose parent is pid.
+func Children(pid int) []int {
+	var out []int
+	files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(c); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // freePort returns a TCP port on loopback that was free a moment ago.

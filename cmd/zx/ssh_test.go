@@ -134,26 +134,20 @@ func TestSSH(t *testing.T) {
 	})
 }
 
-// descendants returns the command lines of the processes under sshd.
+// descendants returns the command lines of the processes under sshd,
+// from the kernel's lists of children (sshd.Children): ps would read
+// every process on the machine, and hang behind any stuck on a FUSE mount
+// (another test's).
 func descendants(srv *sshd.Server) []string {
-	out, _ := exec.Command("ps", "-e", "-o", "pid=,ppid=,args=").Output()
-	children := map[string][]string{}
-	args := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 {
-			continue
-		}
-		children[f[1]] = append(children[f[1]], f[0])
-		args[f[0]] = strings.Join(f[2:], " ")
-	}
 	var got []string
-	queue := children[strconv.Itoa(srv.Pid())]
+	queue := []int{srv.Pid()}
 	for len(queue) > 0 {
-		p := queue[0]
+		for _, c := range sshd.Children(queue[0]) {
+			args, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(c), "cmdline"))
+			got = append(got, strings.TrimSpace(strings.ReplaceAll(string(args), "\x00", " ")))
+			queue = append(queue, c)
+		}
 		queue = queue[1:]
-		got = append(got, args[p])
-		queue = append(queue, children[p]...)
 	}
 	return got
 }
