@@ -734,7 +734,9 @@ func (w *WriteBack) finish(wr *wbRec, rep zx.Reply) {
 		return
 	}
 	if kept != nil {
-		wr.err = fmt.Errorf("%s of %s: %s", kept.Op, kept.Path, kept.Reason)
+		// Of the server's kind (ENOSPC, EACCES ...), for the fsync that
+		// reports it.
+		wr.err = zx.E(zx.KindOf(err), kept.Op, kept.Path, kept.Reason)
 		w.errs = append(w.errs, wr.err)
 	} else {
 		w.stats.Written++

@@ -1,14 +1,19 @@
 package mount_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zxfs/zx/cache"
+	"github.com/zxfs/zx/lfs"
 	"github.com/zxfs/zx/mount"
 	"github.com/zxfs/zx/wan"
 )
@@ -156,5 +161,54 @@ func TestDelegatedFsync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDelegatedWriteError: a write the server refuses after close()
+// returned under a delegation (the server's disk is full) is reported by
+// the next fsync of the file, with the server's error, and by zx sync;
+// the data is kept on the client (the server has no room for a conflict
+// copy either) and listed as a conflict.
+func TestDelegatedWriteError(t *testing.T) {
+	canMount(t)
+	if os.Getuid() != 0 {
+		t.Skip("!!! SKIPPING: the test mounts a small tmpfs as the server's disk, which needs root !!!")
+	}
+	disk := t.TempDir()
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=512k"); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
+	tr, err := lfs.New(disk, lfs.Options{})
+	must(t, err)
+	journal := t.TempDir()
+	e := wbMount(t, wbSetup{srvDir: disk, addr: serve(t, tr), copts: cache.Options{Journal: journal, Delegate: true}})
+	must(t, os.WriteFile(e.p("first"), nil, 0o644))
+	must(t, e.m.Sync(context.Background()))
+	waitFor(t, "the recalls stream", func() bool { return e.c.Delegations() != nil })
+	must(t, os.Mkdir(e.p("D"), 0o755))
+	waitFor(t, "the delegation", func() bool { return len(e.c.Delegations().Held) == 1 })
+	big := make([]byte, 2<<20)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	// close returns: the data is journaled; the server refuses it later.
+	must(t, os.WriteFile(e.p("D/big"), big, 0o644))
+	f, err := os.OpenFile(e.p("D/big"), os.O_WRONLY, 0)
+	must(t, err)
+	defer f.Close()
+	if err := f.Sync(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fsync after the server refused the data: %v, want ENOSPC", err)
+	}
+	if err := e.m.Sync(context.Background()); err == nil {
+		t.Error("sync of the mount reports nothing")
+	}
+	cs, err := cache.ReadConflicts(journal)
+	if err != nil || len(cs) != 1 || cs[0].Path != "/D/big" || !strings.HasPrefix(cs[0].Copy, "client:") {
+		t.Fatalf("conflicts %+v %v, want /D/big kept on the client", cs, err)
+	}
+	kept, err := os.ReadFile(strings.TrimPrefix(cs[0].Copy, "client:"))
+	if err != nil || !bytes.Contains(kept, big[:4096]) {
+		t.Errorf("the data kept on the client: %d bytes, %v", len(kept), err)
 	}
 }
