@@ -136,7 +136,7 @@ func (ds *delegs) loop() {
 			return
 		case r.Ready:
 			ds.mu.Lock()
-			again := !ds.up
+			again := ds.readied // a second Ready: the stream was opened again
 			if !ds.readied {
 				close(ds.readyc)
 				ds.readied = true
@@ -166,10 +166,17 @@ func (ds *delegs) loop() {
 func (ds *delegs) confirm(p string) {
 	ctx, cancel := context.WithTimeout(ds.c.ctx, time.Minute)
 	defer cancel()
-	if g := <-ds.d.Delegate(ctx, p); g.Err != nil || !g.Held {
-		// Revoked meanwhile (or granted anew, which says the same):
-		// what was answered under it is the journal's to check.
-		ds.drop(p)
+	g := <-ds.d.Delegate(ctx, p)
+	if g.Err == nil && g.Held {
+		return
+	}
+	// Revoked meanwhile, or forgotten by a server that restarted: it is
+	// not ours any more (a grant made now is given back: it would not
+	// cover what happened meanwhile).
+	ds.drop(p)
+	if g.Err == nil {
+		ds.c.wb.Retry()
+		<-ds.d.Return(ctx, p)
 	}
 }
 
