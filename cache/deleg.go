@@ -31,9 +31,10 @@ type delegs struct {
 	c     *Cache
 	d     zx.Delegator
 	owner string
-	// lost, if set, is told of each delegation given up or refused
-	// (SetOnDelegationLost), never with a lock held.
-	lost func(p string)
+	// granted and lost, if set, are told of each delegation granted,
+	// and given up or refused (SetDelegationHooks), never with a lock
+	// held.
+	granted, lost func(p string)
 
 	mu      sync.Mutex
 	held    map[string]*held // by path
@@ -41,10 +42,17 @@ type delegs struct {
 	up      bool          // the recalls stream is in place
 	readyc  chan struct{} // closed once it first was (readied)
 	readied bool
-	granted int64
+	grants  int64
 	refused int64
 	recalls int64
+	// notBefore: paths not to ask for again before then (refused,
+	// or recalled: another client uses them).
+	notBefore map[string]time.Time
 }
+
+// askAgain is how long the cache waits before it asks again for a
+// delegation that was refused or recalled.
+const askAgain = 10 * time.Second
 
 // held is one delegation. Changes made under it hold mu for reading while
 // they are journaled and issued; a recall takes it for writing, so that
@@ -95,7 +103,7 @@ func (c *Cache) startDelegs() {
 		c.log.Warn("cache: no delegations: "+err.Error(), "journal", c.opts.Journal)
 		return
 	}
-	ds := &delegs{c: c, d: d, owner: owner, held: make(map[string]*held), asking: make(map[string]bool), readyc: make(chan struct{})}
+	ds := &delegs{c: c, d: d, owner: owner, held: make(map[string]*held), asking: make(map[string]bool), readyc: make(chan struct{}), notBefore: make(map[string]time.Time)}
 	c.dl = ds
 	c.wb.mu.Lock()
 	c.wb.reclaim = ds.reclaim
@@ -184,6 +192,7 @@ func (ds *delegs) confirm(p string) {
 func (ds *delegs) recall(p string) {
 	ds.mu.Lock()
 	ds.recalls++
+	ds.notBefore[p] = time.Now().Add(askAgain)
 	ds.mu.Unlock()
 	ds.drop(p)
 	// What waits for the link is sent again first; then the return,
@@ -214,14 +223,15 @@ func (ds *delegs) drop(p string) {
 	}
 }
 
-// SetOnDelegationLost makes the cache call f with the path of each
-// delegation it gives up (recalled, revoked, refused, or the cache
-// closing): what the mount knew of the subtree only because nobody else
-// could change it no longer holds.
-func (c *Cache) SetOnDelegationLost(f func(p string)) {
+// SetDelegationHooks makes the cache call granted with the path of each
+// delegation it is granted, and lost with that of each it gives up
+// (recalled, revoked, refused, or the cache closing): what the mount
+// knew of the subtree only because nobody else could change it no longer
+// holds.
+func (c *Cache) SetDelegationHooks(granted, lost func(p string)) {
 	if ds := c.dl; ds != nil {
 		ds.mu.Lock()
-		ds.lost = f
+		ds.granted, ds.lost = granted, lost
 		ds.mu.Unlock()
 	}
 }
@@ -270,19 +280,24 @@ func (c *Cache) Delegate(p string) {
 		return
 	}
 	ds.mu.Lock()
-	if !ds.up || ds.asking[p] || ds.coveredLocked(p) != nil {
+	if !ds.up || ds.asking[p] || ds.coveredLocked(p) != nil || time.Now().Before(ds.notBefore[p]) {
 		ds.mu.Unlock()
 		return
 	}
 	ds.asking[p] = true
 	ds.mu.Unlock()
-	gc := ds.d.Delegate(c.ctx, p)
+	gc := ds.d.Delegate(zx.WithBackground(c.ctx), p) // nobody waits for it
 	go func() {
 		err := (<-gc).Err
 		ds.mu.Lock()
 		delete(ds.asking, p)
 		if err != nil {
 			ds.refused++
+			// Not asked again for a while: someone else uses it.
+			if len(ds.notBefore) > 4096 {
+				clear(ds.notBefore)
+			}
+			ds.notBefore[p] = time.Now().Add(askAgain)
 			lost := ds.lost
 			ds.mu.Unlock()
 			if lost != nil {
@@ -290,9 +305,13 @@ func (c *Cache) Delegate(p string) {
 			}
 			return
 		}
-		ds.granted++
+		ds.grants++
 		ds.held[p] = &held{}
+		granted := ds.granted
 		ds.mu.Unlock()
+		if granted != nil {
+			granted(p)
+		}
 	}()
 }
 
@@ -365,7 +384,7 @@ func (c *Cache) Delegations() *DelegStats {
 	}
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	s := &DelegStats{Granted: ds.granted, Refused: ds.refused, Recalls: ds.recalls}
+	s := &DelegStats{Granted: ds.grants, Refused: ds.refused, Recalls: ds.recalls}
 	for p := range ds.held {
 		s.Held = append(s.Held, p)
 	}

@@ -247,3 +247,41 @@ func TestDelegatedRecallMidWrite(t *testing.T) {
 		t.Fatalf("the other mount reads %q right after close", got)
 	}
 }
+
+// TestDelegatedExistingDir: changes in a directory the mount did not make
+// (git's index, refs and logs): the first asks for a delegation of the
+// directory and waits; once it is granted, writing a lock file and
+// renaming it over the existing file costs nothing, and another mount
+// still reads the last version at once.
+func TestDelegatedExistingDir(t *testing.T) {
+	const rounds = 20
+	e := wbMount(t, wbSetup{copts: cache.Options{Journal: t.TempDir(), Delegate: true}})
+	other := mnt(t, setup{addr: e.addr})
+	must(t, os.Mkdir(filepath.Join(e.srvDir, "repo"), 0o755))
+	must(t, os.WriteFile(filepath.Join(e.srvDir, "repo/index"), []byte("made on the server"), 0o644))
+	must(t, os.WriteFile(e.p("first"), nil, 0o644))
+	must(t, e.m.Sync(context.Background()))
+	waitFor(t, "the recalls stream", func() bool { return e.c.Delegations() != nil })
+	waitFor(t, "the server's notice of repo", func() bool { _, err := os.ReadDir(e.p("repo")); return err == nil })
+	e.proxy.SetConfig(wan.Config{RTT: 100 * time.Millisecond})
+	rt := e.conn.Stats().RoundTrips
+	for i := range rounds {
+		must(t, os.WriteFile(e.p("repo/index.lock"), []byte(fmt.Sprintf("index version %d", i)), 0o644))
+		must(t, os.Rename(e.p("repo/index.lock"), e.p("repo/index")))
+	}
+	n := e.conn.Stats().RoundTrips - rt
+	t.Logf("%d lock-write-rename rounds in an existing directory at 100 ms RTT: %d round trips", rounds, n)
+	if n > 4 {
+		t.Errorf("%d round trips, want a few for the first change, none after", n)
+	}
+	if ds := e.c.Delegations(); len(ds.Held) != 1 || ds.Held[0] != "/repo" {
+		t.Errorf("delegations %+v, want /repo held", ds)
+	}
+	want := fmt.Sprintf("index version %d", rounds-1)
+	if got := readFile(t, other.p("repo/index")); got != want {
+		t.Errorf("the other mount reads %q, want %q", got, want)
+	}
+	if got := e.server(t, "repo/index"); got != want {
+		t.Errorf("the server has %q", got)
+	}
+}

@@ -31,7 +31,8 @@ func nodeDir(in *fs.Inode) zx.Dir {
 }
 
 // moveDelegated renames name in n to newName in np without waiting, if a
-// delegation covers both ends and what the mount knows of them allows it:
+// delegation covers the source, the target is covered too or known to the
+// cache, and what the mount knows of them allows it:
 // the source a file or symbolic link with one name, the target absent or
 // such a file. It reports whether it did.
 func (n *node) moveDelegated(ctx context.Context, name string, np fs.InodeEmbedder, newName, from, to string, noReplace bool) (syscall.Errno, bool) {
@@ -44,14 +45,26 @@ func (n *node) moveDelegated(ctx context.Context, name string, np fs.InodeEmbedd
 		return 0, false
 	}
 	defer rel1()
-	rel2, ok2 := m.backs(to)
-	if !ok2 {
-		return 0, false
-	}
-	defer rel2()
 	src := nodeDir(n.GetChild(name))
 	tin := np.EmbeddedInode().GetChild(newName)
 	dst := nodeDir(tin)
+	if rel2, ok2 := m.backs(to); ok2 {
+		defer rel2()
+	} else {
+		// The target is outside the delegation: the cache must know
+		// how it turns out there, as for any change made without
+		// waiting (moveAhead).
+		td, known := m.known(to)
+		tpd, dirKnown := m.knownDir(zx.Parent(to))
+		if !known || !dirKnown || !m.mayChange(ctx, tpd, td) {
+			return 0, false
+		}
+		if td == nil {
+			tin, dst = nil, nil
+		} else if dst == nil {
+			dst = td
+		}
+	}
 	switch {
 	case src == nil || src.IsDir() || src.Int(zx.ANlink) > 1:
 		return 0, false

@@ -542,6 +542,8 @@ func (h *handle) flushLocked(ctx context.Context, durable bool) (synced bool, _ 
 	release, back := m.backs(p)
 	if back {
 		defer release()
+	} else if h.s.dirty {
+		m.changing(p)
 	}
 	durable = durable && !back
 	var sc <-chan error // the sync, sent right behind the writes

@@ -245,7 +245,7 @@ func Mount(dir string, t zx.Tree, opts Options) (*FS, error) {
 	if m.dl != nil {
 		// What the mount knows of a delegated subtree's names (see
 		// freshDir) holds only while nobody else may change it.
-		m.dl.SetOnDelegationLost(m.freshDrop)
+		m.dl.SetDelegationHooks(m.delegated, m.freshDrop)
 	}
 	go m.invalLoop()
 	return m, nil
@@ -257,7 +257,7 @@ type delegator interface {
 	Delegated(p string) (release func(), ok bool)
 	DelegationOf(p string) string
 	Delegating(p string) bool
-	SetOnDelegationLost(f func(p string))
+	SetDelegationHooks(granted, lost func(p string))
 }
 
 // backs reports whether a change of p is answered once journaled,
@@ -281,6 +281,74 @@ func (m *FS) askDelegation(p string) {
 	if m.dl != nil {
 		m.dl.Delegate(p)
 	}
+}
+
+// changing notes that the mount is about to change p (create, write,
+// rename, remove, attributes): if no delegation covers it, the mount asks
+// for one of p's directory, so that the directory's next changes need
+// not wait (git writes its index, refs and logs in directories it did not
+// make). The mount root is never asked for: that would recall from this
+// mount whatever any other client looks at.
+func (m *FS) changing(p string) {
+	if m.dl == nil {
+		return
+	}
+	if dir := zx.Parent(p); dir != "/" {
+		m.dl.Delegate(dir)
+	}
+}
+
+// delegated is told that the mount holds a delegation of p: if p is a
+// directory it did not make, the mount learns its names (the cache's
+// listing, or the server's, plus what the mount made in it since), so
+// that, as in a directory it made, lookups of other names and creates
+// there need not ask the server while the delegation lasts.
+func (m *FS) delegated(p string) {
+	m.mu.Lock()
+	_, known := m.fresh[p]
+	m.mu.Unlock()
+	if known {
+		return
+	}
+	// Nobody waits for it: not a round trip of a program's.
+	ctx, cancel := context.WithTimeout(zx.WithBackground(m.ctx), m.opts.Timeout)
+	defer cancel()
+	ds, err := zx.ReadDir(ctx, m.t, p)
+	if err != nil {
+		return
+	}
+	names := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		names[d.Name()] = true
+	}
+	var d zx.Dir
+	if in := m.lookupInode(p); in != nil {
+		for name := range in.Children() {
+			names[name] = true
+		}
+		d = nodeDir(in)
+	}
+	m.pmu.Lock()
+	for _, op := range m.pops {
+		for _, q := range op.paths {
+			if zx.Parent(q) == p {
+				names[zx.Base(q)] = true
+			}
+		}
+	}
+	m.pmu.Unlock()
+	if d == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.fresh[p]; known || m.dl == nil || !m.dl.Delegating(p) {
+		return
+	}
+	if m.fresh == nil {
+		m.fresh = make(map[string]*freshDir)
+	}
+	m.fresh[p] = &freshDir{d: d, names: names}
 }
 
 // keepFresh reports whether the mount keeps knowing the names of the

@@ -613,6 +613,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return n.Getattr(ctx, f, out)
 	}
 	n.m.beforeChange()
+	n.m.changing(n.path())
 	// Writes in flight now were sent before the change, which the
 	// server applies after them: only those sent from now on race it.
 	mark := n.writeMark()
@@ -678,6 +679,7 @@ func (n *node) create(ctx context.Context, name string, d zx.Dir, ahead bool, ou
 	p := zx.Join(n.path(), name)
 	n.callerOwns(ctx, d)
 	n.m.beforeChange()
+	n.m.changing(p)
 	mark := n.m.markFor(nil)
 	if ahead {
 		if nd, ok := n.createAhead(ctx, p, d); ok {
@@ -787,6 +789,7 @@ func (n *node) createOrOpen(ctx context.Context, name string, d zx.Dir, flags ui
 	n.callerOwns(ctx, d)
 	d[zx.AExcl] = "y"
 	m.beforeChange()
+	m.changing(p)
 	for try := 0; ; try++ {
 		mark := m.markFor(nil)
 		rctx, cancel := m.rctx(ctx)
@@ -915,6 +918,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	}
 	p := zx.Join(n.path(), name)
 	n.m.beforeChange()
+	n.m.changing(p)
 	if !dir {
 		if e, ok := n.removeDelegated(ctx, name, p); ok {
 			return e
@@ -1059,6 +1063,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	from := zx.Join(n.path(), name)
 	to := zx.Join("/"+newParent.EmbeddedInode().Path(n.m.root.EmbeddedInode()), newName)
 	n.m.beforeChange()
+	n.m.changing(from)
+	n.m.changing(to)
 	if e, ok := n.moveDelegated(ctx, name, newParent, newName, from, to, flags&noReplace != 0); ok {
 		return e
 	}
