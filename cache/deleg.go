@@ -180,7 +180,11 @@ func (ds *delegs) confirm(p string) {
 	}
 	// Revoked meanwhile, or forgotten by a server that restarted: it is
 	// not ours any more (a grant made now is given back: it would not
-	// cover what happened meanwhile).
+	// cover what happened meanwhile), and not asked for again for a
+	// while (other clients may be coming back too).
+	ds.mu.Lock()
+	ds.notBefore[p] = time.Now().Add(askAgain)
+	ds.mu.Unlock()
 	ds.drop(p)
 	if g.Err == nil {
 		ds.c.wb.Retry()
