@@ -75,6 +75,7 @@ type Conn struct {
 	redialing chan struct{} // closed when the redial under way is over
 	redialErr error         // why the last redial failed
 	redials   int64
+	downSince time.Time // when the connection was lost, zero while it is up
 	closed    bool
 	gone      chan struct{} // closed by Close
 	base      mux.Stats     // counters of the connections before mc

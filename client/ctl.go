@@ -16,8 +16,18 @@ func (t *Tree) Status(ctx context.Context) ctl.Section {
 	c := t.c
 	st := c.Stats()
 	s := ctl.Section{Kind: "client", Addr: t.String()}
+	link := "link up"
+	c.mu.Lock()
+	if !c.downSince.IsZero() {
+		link = "link down since " + ctl.Since(c.downSince)
+		if c.redialErr != nil {
+			link += ": " + c.redialErr.Error()
+		}
+	}
+	c.mu.Unlock()
 	s.Lines = append(s.Lines,
 		"since "+ctl.Since(c.since),
+		link,
 		fmt.Sprintf("rtt %s", c.RTT().Round(time.Microsecond)),
 		fmt.Sprintf("roundtrips %d", st.RoundTrips),
 		c.reqs.Line(),

@@ -134,6 +134,9 @@ func (c *Conn) reconnects() bool { return c.opts.Reconnect && c.opts.Redial != n
 func (c *Conn) redialLocked(mc *mux.Conn) chan struct{} {
 	if c.redialing == nil {
 		c.redialing = make(chan struct{})
+		if c.downSince.IsZero() {
+			c.downSince = time.Now()
+		}
 		go c.reconnect(mc, c.redialing)
 	}
 	return c.redialing
@@ -162,6 +165,7 @@ func (c *Conn) reconnect(old *mux.Conn, done chan struct{}) {
 			c.base = addStats(c.base, old.Stats())
 			c.mc = mc
 			c.redials++
+			c.downSince = time.Time{}
 			c.replayLocked(old, mc)
 			c.redialing = nil
 			c.mu.Unlock()

@@ -43,9 +43,18 @@ func (m *FS) Status(ctx context.Context) ctl.Section {
 	if m.watching() {
 		mode = fmt.Sprintf("watch %s", m.opts.Long)
 	}
+	writes := "strict"
+	switch {
+	case m.opts.WriteBack:
+		writes = "writeback"
+	case m.dl != nil:
+		writes = "delegations"
+	}
 	s := ctl.Section{Kind: "mount", Addr: m.dir}
 	s.Lines = append(s.Lines,
 		"since "+ctl.Since(m.since),
+		// What close and changes wait for (docs/cache.md).
+		"mode "+writes,
 		fmt.Sprintf("handles %d", open),
 		// Writes are held in open handles until close or fsync: the
 		// files with writes not yet sent, and their sizes.

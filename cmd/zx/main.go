@@ -42,7 +42,7 @@ func commands() []command {
 	return []command{
 		serveCommand(), lagCommand(), pingCommand(), statCommand(), lsCommand(),
 		findCommand(), getCommand(), putCommand(), rmCommand(), mvCommand(),
-		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), conflictsCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
+		wstatCommand(), grepCommand(), mountCommand(), umountCommand(), syncCommand(), conflictsCommand(), statusCommand(), ctlCommand(), replCommand(), dumpCommand(), histCommand(), keygenCommand(),
 		demoCommand(), versionCommand(), helpCommand(),
 	}
 }
