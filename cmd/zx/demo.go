@@ -186,7 +186,7 @@ func runDemoSteps(ctx context.Context, out *bufio.Writer, conn *client.Conn, t *
 		}
 		var b strings.Builder
 		const show = 15
-		writeLong(&b, entries[:min(len(entries), show)], zx.Dir.Name, time.Now())
+		writeLong(&b, entries[:min(len(entries), show)], zx.Dir.Name, time.Now(), newOwners())
 		if len(entries) > show {
 			fmt.Fprintf(&b, "... and %d more\n", len(entries)-show)
 		}

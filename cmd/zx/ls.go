@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/user"
 	"slices"
 	"strings"
 	"time"
@@ -14,13 +15,15 @@ import (
 func lsCommand() command {
 	return command{
 		name:    "ls",
-		args:    "[-l] [-d] [--json] [--stats] [--timeout D] zx://HOST/PATH...",
+		args:    "[-l] [-n] [-d] [--json] [--stats] [--timeout D] zx://HOST/PATH...",
 		summary: "list directories",
 		help: "Ls lists each directory given, with one request for the whole listing, sent together " +
 			"with the stat of the path so that listing costs one round trip. Plain output is one name " +
-			"per line; -l prints mode, links, uid, gid, size, modification time and name, and the target " +
-			"of symbolic links, as ls -l does; -d lists the entries themselves rather than their " +
-			"contents. With --json it prints one JSON object of attributes per entry.",
+			"per line; -l prints mode, links, owner, group, size, modification time and name, and the target " +
+			"of symbolic links, as ls -l does: owners and groups by name, looked up on this machine as ls -l " +
+			"does for an NFS mount (the number when this machine has no such id); -n prints them as the " +
+			"server's numbers (and implies -l). -d lists the entries themselves rather than their " +
+			"contents. With --json it prints one JSON object of attributes per entry (numeric ids).",
 		example: "zx ls -l zx://127.0.0.1/src",
 		run:     runLs,
 	}
@@ -30,7 +33,8 @@ func runLs(args []string) int {
 	c := lsCommand()
 	var opts commonFlags
 	fs := newFlagSet(c)
-	long := fs.Bool("l", false, "long listing: mode, links, uid, gid, size, mtime, name")
+	long := fs.Bool("l", false, "long listing: mode, links, owner, group, size, mtime, name")
+	numeric := fs.Bool("n", false, "long listing with numeric owners and groups")
 	self := fs.Bool("d", false, "list the entries themselves, not directory contents")
 	opts.register(fs)
 	rest, code := parseFlags(fs, c, args)
@@ -39,6 +43,12 @@ func runLs(args []string) int {
 	}
 	if len(rest) == 0 {
 		return usageError(c, "want at least one zx:// location")
+	}
+	var own *owners
+	if *numeric {
+		*long = true
+	} else {
+		own = newOwners()
 	}
 	s := newSession(c.name, opts)
 	// Issue every request first; read the replies in order.
@@ -75,7 +85,7 @@ func runLs(args []string) int {
 		dirs = append(dirs, dirList{d, entries})
 	}
 	if len(files) > 0 {
-		s.printList(files, *long, true)
+		s.printList(files, *long, true, own)
 	}
 	for i, dl := range dirs {
 		if len(rest) > 1 && !s.opts.json {
@@ -84,7 +94,7 @@ func runLs(args []string) int {
 			}
 			s.printf("%s:\n", dl.d.Path())
 		}
-		s.printList(dl.entries, *long, false)
+		s.printList(dl.entries, *long, false, own)
 	}
 	return s.close(code)
 }
@@ -133,8 +143,9 @@ func (l *listReq) wait() (zx.Dir, []zx.Dir, error) {
 }
 
 // printList prints entries, by path when byPath (entries given on the
-// command line), else by name.
-func (s *session) printList(entries []zx.Dir, long, byPath bool) {
+// command line), else by name; a long listing names owners with own (nil:
+// numbers).
+func (s *session) printList(entries []zx.Dir, long, byPath bool, own *owners) {
 	if s.opts.json {
 		for _, d := range entries {
 			s.emit(d)
@@ -151,21 +162,69 @@ func (s *session) printList(entries []zx.Dir, long, byPath bool) {
 		}
 		return
 	}
-	writeLong(s.out, entries, name, time.Now())
+	writeLong(s.out, entries, name, time.Now(), own)
 }
 
-// writeLong writes entries as ls -l does, with aligned columns.
-func writeLong(w io.Writer, entries []zx.Dir, name func(zx.Dir) string, now time.Time) {
+// owners names the numeric owners and groups of entries, as ls -l does:
+// by the names this machine gives the ids (the server's ids may name
+// other users here, as with NFS), the number when it has none. Each id is
+// looked up once.
+type owners struct {
+	users, groups map[string]string
+}
+
+func newOwners() *owners {
+	return &owners{users: make(map[string]string), groups: make(map[string]string)}
+}
+
+// name returns the name of the id of an entry's attribute attr (uid or
+// gid); the id itself if o is nil or the id has no name here.
+func (o *owners) name(attr, id string) string {
+	if o == nil || id == "-" {
+		return id
+	}
+	cache, look := o.users, func(id string) (string, error) {
+		u, err := user.LookupId(id)
+		if err != nil {
+			return "", err
+		}
+		return u.Username, nil
+	}
+	if attr == zx.AGid {
+		cache, look = o.groups, func(id string) (string, error) {
+			g, err := user.LookupGroupId(id)
+			if err != nil {
+				return "", err
+			}
+			return g.Name, nil
+		}
+	}
+	if n, ok := cache[id]; ok {
+		return n
+	}
+	n, err := look(id)
+	if err != nil || n == "" {
+		n = id
+	}
+	cache[id] = n
+	return n
+}
+
+// writeLong writes entries as ls -l does, with aligned columns, naming
+// owners with own (nil: numbers).
+func writeLong(w io.Writer, entries []zx.Dir, name func(zx.Dir) string, now time.Time, own *owners) {
 	var wl, wu, wg, ws int
+	uid := func(d zx.Dir) string { return own.name(zx.AUid, attrOr(d, zx.AUid, "-")) }
+	gid := func(d zx.Dir) string { return own.name(zx.AGid, attrOr(d, zx.AGid, "-")) }
 	for _, d := range entries {
 		wl = max(wl, len(attrOr(d, zx.ANlink, "1")))
-		wu = max(wu, len(attrOr(d, zx.AUid, "-")))
-		wg = max(wg, len(attrOr(d, zx.AGid, "-")))
+		wu = max(wu, len(uid(d)))
+		wg = max(wg, len(gid(d)))
 		ws = max(ws, len(attrOr(d, zx.ASize, "0")))
 	}
 	for _, d := range entries {
 		line := fmt.Sprintf("%s %*s %-*s %-*s %*s %s %s", modeString(d),
-			wl, attrOr(d, zx.ANlink, "1"), wu, attrOr(d, zx.AUid, "-"), wg, attrOr(d, zx.AGid, "-"),
+			wl, attrOr(d, zx.ANlink, "1"), wu, uid(d), wg, gid(d),
 			ws, attrOr(d, zx.ASize, "0"), lsTime(d.Mtime(), now), name(d))
 		if d.Type() == zx.TypeLink {
 			line += " -> " + d[zx.ATarget]

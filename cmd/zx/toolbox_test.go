@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -379,5 +380,47 @@ func TestSymlinkErrors(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(dir, "target")); fi.Mode().Perm() != 0o644 {
 		t.Errorf("the target's mode changed: %v", fi.Mode())
+	}
+}
+
+// zx ls -l names owners and groups as ls -l does (by this machine's
+// names, the number for an id without one); -n prints the numbers.
+func TestLsOwners(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "mine"), []byte("x"))
+	writeFile(t, filepath.Join(dir, "nameless"), []byte("y"))
+	const noName = 54321 // an id this machine gives no name
+	if _, err := user.LookupId(fmt.Sprint(noName)); err == nil {
+		t.Fatalf("uid %d has a name here: pick another", noName)
+	}
+	if err := os.Chown(filepath.Join(dir, "nameless"), noName, noName); err != nil {
+		t.Fatalf("chown (the test runs as root): %v", err)
+	}
+	uid, gid := fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid())
+	u, err := user.LookupId(uid)
+	must(t, err)
+	g, err := user.LookupGroupId(gid)
+	must(t, err)
+	addr := serve(t, dir)
+	fields := func(out string) map[string][2]string {
+		m := map[string][2]string{}
+		for l := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 9 {
+				t.Fatalf("ls -l line %q", l)
+			}
+			m[f[len(f)-1]] = [2]string{f[2], f[3]}
+		}
+		return m
+	}
+	r := runZX(t, "", "ls", "-l", "zx://"+addr+"/").want(t, 0, "ls -l")
+	got := fields(r.stdout)
+	if got["mine"] != [2]string{u.Username, g.Name} || got["nameless"] != [2]string{"54321", "54321"} {
+		t.Errorf("ls -l owners %v, want mine %s %s, nameless 54321 54321:\n%s", got, u.Username, g.Name, r.stdout)
+	}
+	r = runZX(t, "", "ls", "-n", "zx://"+addr+"/").want(t, 0, "ls -n")
+	got = fields(r.stdout)
+	if got["mine"] != [2]string{uid, gid} || got["nameless"] != [2]string{"54321", "54321"} {
+		t.Errorf("ls -n owners %v, want mine %s %s:\n%s", got, uid, gid, r.stdout)
 	}
 }
