@@ -832,7 +832,10 @@ func (c *Cache) prefetchDir(p string) {
 	c.mu.Lock()
 	s, ep, at := c.seq, c.epoch, time.Now()
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	// The listing is the cache's, not the caller's: it never waits for
+	// a lost connection (zx.WithFailFast), so that the request it rides
+	// along with waits once, not once for each.
+	ctx, cancel := context.WithTimeout(zx.WithFailFast(c.ctx), time.Minute)
 	var sc <-chan zx.Reply
 	if e := c.peek(p); !c.validEntryLocked(e) {
 		sc = c.remote.Stat(ctx, p)

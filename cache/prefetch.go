@@ -196,8 +196,9 @@ func (c *Cache) newPrefetch(ctx context.Context, p string, e *entry, s, ep uint6
 		}
 	}
 	// The find runs for the cache, not for the request that started it,
-	// but as the same caller, if the request names one.
-	pctx := c.ctx
+	// but as the same caller, if the request names one. It never waits
+	// for a lost connection: the request does, once.
+	pctx := zx.WithFailFast(c.ctx)
 	if cl, ok := zx.CallerFrom(ctx); ok {
 		pctx = zx.WithCaller(pctx, cl)
 	}

@@ -337,7 +337,7 @@ func (c *Cache) sibIssue(f zx.Finder, s *sibStream, now time.Time) func() {
 	c.sib.streams[dir] = s
 	c.sib.live++
 	c.stats.SiblingStreams++
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(zx.WithFailFast(c.ctx)) // read ahead: never waits for a lost connection
 	s.cancel = cancel
 	pr := sibPred(c.opts.SiblingFile, s.from, s.to)
 	c.sib.wg.Add(1)

@@ -255,7 +255,7 @@ func (c *Cache) treeIssue(t *treeStream, from string) func() {
 	if !ok || c.sib.off {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(zx.WithFailFast(c.ctx)) // read ahead: never waits for a lost connection
 	t.after, t.last, t.open, t.ended = from, "", false, from
 	t.s, t.ep, t.at = c.seq, c.epoch, time.Now()
 	t.gen++

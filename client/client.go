@@ -76,6 +76,7 @@ type Conn struct {
 	redialErr error         // why the last redial failed
 	redials   int64
 	downSince time.Time // when the connection was lost, zero while it is up
+	waits     int64     // calls that waited for a lost connection (ReconnectWaits)
 	closed    bool
 	gone      chan struct{} // closed by Close
 	base      mux.Stats     // counters of the connections before mc
@@ -223,6 +224,16 @@ func (c *Conn) Reconnects() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.redials
+}
+
+// ReconnectWaits returns how many calls waited for a lost connection to
+// be re-established (each wait bounded by its context and by
+// Options.ReconnectWait). A call that fails fast (zx.WithFailFast) does
+// not wait and is not counted.
+func (c *Conn) ReconnectWaits() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits
 }
 
 // Ping measures one round trip to the server.

@@ -33,6 +33,10 @@ func (t *Tree) Status(ctx context.Context) ctl.Section {
 		c.reqs.Line(),
 		fmt.Sprintf("bytes in %d out %d", st.BytesIn, st.BytesOut),
 	)
+	if c.reconnects() {
+		// Connections re-established, and calls that waited for one.
+		s.Lines = append(s.Lines, fmt.Sprintf("reconnects %d waits %d", c.Reconnects(), c.ReconnectWaits()))
+	}
 	s.Lines = append(s.Lines, c.flags.Lines()...)
 	return s
 }

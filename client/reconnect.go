@@ -106,6 +106,7 @@ func (c *Conn) currentLocked(ctx context.Context) (*mux.Conn, error) {
 			// (zx.WithFailFast) and sends it again later.
 			return nil, zx.E(zx.ErrIO, "", "", fmt.Sprintf("connection to %s lost (%v); being re-established", c.addr, mc.Err()))
 		}
+		c.waits++
 		c.mu.Unlock()
 		select {
 		case <-ch:

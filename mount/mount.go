@@ -118,6 +118,7 @@ type FS struct {
 	provisional atomic.Uint64 // numbers provisional inode numbers (createAhead)
 	wgen        atomic.Uint64 // writes of open handles sent, on any node (see wmark)
 	negs        map[negKey]bool
+	unreached   map[string]unreached // lookups that failed for want of the server, by path
 
 	sfmu   sync.Mutex // guards sf, sfAt
 	sf     zx.Dir
@@ -136,6 +137,55 @@ type FS struct {
 type negKey struct {
 	parent *fs.Inode
 	name   string
+}
+
+// unreached is a lookup that failed because the server could not be
+// reached: when and why.
+type unreached struct {
+	at  time.Time
+	err error
+}
+
+// unreachedFor is how long a failed lookup is remembered. When the
+// kernel's revalidation of a cached name fails, it looks the name up
+// again at once: without the memory, one stat of a program waited for the
+// server twice (and a path of several cached names, twice per name).
+const unreachedFor = time.Second
+
+// lookupFailed returns why a lookup of p failed for want of the server
+// just now, if it did.
+func (m *FS) lookupFailed(p string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.unreached[p]
+	if !ok || time.Since(u.at) > unreachedFor {
+		return nil
+	}
+	return u.err
+}
+
+// noteLookup records the outcome of a lookup of p: a failure for want of
+// the server (the connection lost and not re-established, or no answer in
+// time) is remembered for unreachedFor; anything else forgets p.
+func (m *FS) noteLookup(p string, err error) {
+	k := zx.KindOf(err)
+	unreachable := k == zx.ErrIO || k == zx.ErrTimeout
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !unreachable {
+		delete(m.unreached, p)
+		return
+	}
+	now := time.Now()
+	for q, u := range m.unreached {
+		if now.Sub(u.at) > unreachedFor {
+			delete(m.unreached, q)
+		}
+	}
+	if m.unreached == nil {
+		m.unreached = make(map[string]unreached)
+	}
+	m.unreached[p] = unreached{now, err}
 }
 
 type inv struct {

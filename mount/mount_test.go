@@ -727,6 +727,70 @@ func TestUnmountServerGone(t *testing.T) {
 	}
 }
 
+// TestServerGoneOneWait: with the server gone, one operation of a program
+// (a stat, an open) fails with EIO or ETIMEDOUT after waiting at most one
+// timeout: its requests wait for the lost connection once, not once each
+// (a stat of an entry also lists its directory, and that listing waited
+// for a second redial: 2.5 timeouts in all). The waits are counted by the
+// client, not timed.
+func TestServerGoneOneWait(t *testing.T) {
+	canMount(t)
+	srv, err := server.New(map[string]zx.Tree{"main": memfs.New()}, "main", server.Config{})
+	must(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go srv.Serve(l)
+	defer srv.Close()
+	const timeout = time.Second
+	conn, err := client.Dial(context.Background(), l.Addr().String(), client.Options{Reconnect: true, ReconnectWait: timeout})
+	must(t, err)
+	defer conn.Close()
+	// No watch: its own waits for the connection would be counted too.
+	// Nothing cached stays valid, so every operation asks the server.
+	c := cache.New(conn.Tree(""), cache.Options{NoWatch: true, Coherency: time.Millisecond})
+	defer c.Close()
+	dir := t.TempDir()
+	m, err := mount.Mount(dir, c, mount.Options{Timeout: timeout, Coherency: time.Millisecond})
+	must(t, err)
+	defer m.Unmount()
+	// A directory for each operation, each with a file, all looked up
+	// (the kernel has their names, to revalidate).
+	for _, d := range []string{"d1", "d2", "d3"} {
+		must(t, os.Mkdir(filepath.Join(dir, d), 0o755))
+		must(t, os.WriteFile(filepath.Join(dir, d, "f"), []byte("x"), 0o644))
+		_, err := os.Stat(filepath.Join(dir, d, "f"))
+		must(t, err)
+	}
+	srv.Close()
+	time.Sleep(10 * time.Millisecond) // what was cached expires
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"stat", func() error { _, err := os.Stat(filepath.Join(dir, "d1", "f")); return err }},
+		{"stat of a name never seen", func() error { _, err := os.Stat(filepath.Join(dir, "d2", "new")); return err }},
+		{"open", func() error {
+			f, err := os.Open(filepath.Join(dir, "d3", "f"))
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}},
+	} {
+		before := conn.ReconnectWaits()
+		start := time.Now()
+		err := op.do()
+		waits := conn.ReconnectWaits() - before
+		t.Logf("%s: %v after %v, %d waits", op.name, err, time.Since(start), waits)
+		if !errors.Is(err, syscall.EIO) && !errors.Is(err, syscall.ETIMEDOUT) {
+			t.Errorf("%s with the server gone: %v, want EIO or ETIMEDOUT", op.name, err)
+		}
+		if waits != 1 {
+			t.Errorf("%s with the server gone waited %d times for the connection, want once", op.name, waits)
+		}
+	}
+}
+
 // TestReadOutOfOrder: a streamed read of a large file that jumps ahead
 // (as the kernel's parallel read-ahead does when its reads arrive out of
 // order) keeps what it skipped, so that the read of the skipped range

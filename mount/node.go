@@ -384,7 +384,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if d := n.delegatedChild(cn, p); d != nil {
 		return n.newChild(ctx, d, p, mark, out), 0
 	}
+	if err := n.m.lookupFailed(p); err != nil {
+		// Asked again at once (the kernel's lookup after its
+		// revalidation failed): the server was not reached a moment
+		// ago, and the program's operation has waited once already.
+		return nil, errno(err)
+	}
 	d, err := n.m.stat(ctx, p)
+	n.m.noteLookup(p, err)
 	if th := n.m.hooks.Load(); th != nil && th.looked != nil {
 		th.looked(p)
 	}
