@@ -46,7 +46,8 @@ func mountCommand() command {
 			"waits for the server. fsync, 'zx sync MOUNTPOINT' and 'zx umount' wait for what is " +
 			"journaled, and a journal left by a crash is replayed at the next mount (in " +
 			"--cache-dir, default ~/.cache/zx). Every wait for the server is bounded " +
-			"by --timeout (then EIO/ETIMEDOUT). It runs in the background once mounted unless -f " +
+			"by --timeout (then EIO/ETIMEDOUT), per operation of a program: with the server gone, a stat " +
+			"or an open fails within --timeout, not a multiple of it. It runs in the background once mounted unless -f " +
 			"is given; unmount with 'zx umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'. " +
 			"OPTIONS, as in fstab, separated by commas: ro, allow_other, default_permissions, " +
 			"cache_dir=DIR, cache_size=SIZE, writeback, strict, fsync=server|local, coherency=D, timeout=D, idmap=MAP, prefetch=N, siblings=SIZE, debug, " +
