@@ -403,10 +403,11 @@ func (c *conn) serve() {
 		if err != nil {
 			return
 		}
-		if !lim.wait(c.mc.Done()) {
-			// The connection ended while the request waited its turn.
-			c.reqs.Add(1)
-			go c.fail(st, zx.E(zx.ErrIO, "", "", "connection closed"))
+		if c.mc.Err() != nil || !lim.wait(c.mc.Done()) {
+			// The connection ended while the request waited its turn:
+			// there is no one to answer (and the thousands a client may
+			// have queued must not each take a goroutine to find out).
+			st.Release()
 			continue
 		}
 		// Requests are counted under c.mu so that drain, once it has set

@@ -428,9 +428,10 @@ func serverGC(maxMemory int64) {
 // collection, which an idle server may not run for two minutes, and then
 // gives it back slowly (after hostile connections that held 125 MB had
 // closed, the server still held all of it two and a half minutes later).
-// It looks every second, returns memory only when at least returnMin
-// more is held than after the last return, and at most every returnEvery:
-// each return is a full collection.
+// It looks every second, and returns memory at most every returnEvery
+// (each return is a full collection): when connections have ended, or
+// when the memory they use has halved and at least returnMin more is
+// held than after the last return.
 func returnMemory(ctx context.Context, srv *server.Server) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -443,9 +444,9 @@ func returnMemory(ctx context.Context, srv *server.Server) {
 			return
 		case now := <-tick.C:
 			n, u := srv.NumConns(), srv.Memory().Used()
-			ended := n < conns || u < used/2
+			ended, drained := n < conns, u < used/2
 			conns, used = n, u
-			if !ended || now.Sub(last) < returnEvery || heldMemory() < base+returnMin {
+			if now.Sub(last) < returnEvery || !ended && !(drained && heldMemory() >= base+returnMin) {
 				continue
 			}
 			debug.FreeOSMemory()
@@ -455,7 +456,7 @@ func returnMemory(ctx context.Context, srv *server.Server) {
 }
 
 const (
-	returnMin   = 32 << 20
+	returnMin   = 16 << 20
 	returnEvery = 5 * time.Second
 )
 
